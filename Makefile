@@ -1,0 +1,54 @@
+# cxlkv: every target works from a fresh clone with Python 3.11, pip, g++ and make.
+# The first target run creates .venv/ and installs the project into it (editable, with test extras).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+BUILD  := build
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k scoring -x"`.
+PYTEST_ARGS ?=
+# Parallel pytest workers: the machines have two cores.
+JOBS ?= 2
+
+.PHONY: all venv verilog lint sim test bench formal clean help
+all: sim
+
+help:
+	@echo "make venv     create/update .venv (editable install with test extras)"
+	@echo "make verilog  generate Verilog for every block into $(BUILD)/verilog"
+	@echo "make lint     Verilator lint of the generated Verilog (waivers: docs/toolchain.md)"
+	@echo "make sim      cocotb regression on Verilator against the golden models (WAVES=1 for FST)"
+	@echo "make test     the whole test suite (models, Amaranth sim, cocotb, formal)"
+	@echo "make bench    run the benchmarks, merge into $(BUILD)/bench.json"
+	@echo "make formal   SymbiYosys proofs"
+	@echo "make clean    remove $(BUILD)/"
+
+$(STAMP): pyproject.toml setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,plot]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+verilog: $(STAMP)
+	$(PY) -m cxlkv.hdl.generate --out $(BUILD)/verilog
+
+lint: verilog
+	$(PY) -m cxlkv.tb.lint $(BUILD)/verilog
+
+sim: $(STAMP)
+	$(PY) -m cxlkv.tb.regress
+
+test: $(STAMP)
+	PYTHONWARNINGS=error $(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m cxlkv.tb.bench --out $(BUILD)/bench.json
+
+formal: $(STAMP)
+	$(PY) -m cxlkv.tb.formal
+
+clean:
+	rm -rf $(BUILD)

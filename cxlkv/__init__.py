@@ -1,0 +1,29 @@
+"""cxlkv: policy logic of a KV-cache-aware CXL 3.0 Type-3 memory controller.
+
+Subpackages: cxlkv.hdl (Amaranth gateware), cxlkv.models (golden models),
+cxlkv.tb (cocotb benches and benchmarks), cxlkv.sw (driver and CLI).
+"""
+import os
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+#: Device identity the gateware reports and the driver checks.
+VERSION_MAJOR, VERSION_MINOR = 0, 1
+
+
+def repo_root() -> Path | None:
+    """The source checkout this package runs from (editable install), else None."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def build_dir() -> Path:
+    """Where generated Verilog, simulator builds and bench.json go.
+
+    ``CXLKV_BUILD`` overrides; otherwise ``build/`` of the checkout, or of the
+    current directory for a non-editable install.
+    """
+    if "CXLKV_BUILD" in os.environ:
+        return Path(os.environ["CXLKV_BUILD"]).resolve()
+    return (repo_root() or Path.cwd()) / "build"

@@ -1,0 +1,3 @@
+from cxlkv.sw.cli import main
+
+raise SystemExit(main())

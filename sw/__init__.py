@@ -1,0 +1,1 @@
+"""Host software: the `cxlkv` command line, the driver and its transports."""

@@ -1,0 +1,65 @@
+"""The `cxlkv` command: one entry point, one module per subcommand.
+
+Each subcommand lives in its own module, ``cxlkv.sw.cli_<name>``, exposing
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Modules are imported only to build the parser; heavy imports (numpy, numba,
+amaranth, cocotb) belong inside ``run`` so that start-up stays lean.
+"""
+import argparse
+import importlib
+import sys
+
+from cxlkv import __version__
+from cxlkv.errors import CxlkvError
+
+#: Subcommands in the order ``--help`` lists them. A module that does not exist
+#: yet (its issue is still open) is simply not offered.
+SUBCOMMANDS = ("trace", "policy", "score", "quant", "bisnoop", "ctl", "sim")
+
+
+def _load(name):
+    modname = f"cxlkv.sw.cli_{name}"
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        if exc.name == modname:
+            return None
+        raise
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="cxlkv",
+        description="KV-cache-aware CXL memory controller: traces, policy simulator, "
+                    "golden models, RTL scenario runners and the device driver.")
+    parser.add_argument("--version", action="version", version=f"cxlkv {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        mod = _load(name)
+        if mod is None:
+            continue
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except CxlkvError as exc:
+        print(f"cxlkv: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
