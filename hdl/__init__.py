@@ -1,0 +1,1 @@
+"""Amaranth gateware of the cxlkv controller: one component per block."""

@@ -1,0 +1,1 @@
+"""cocotb benches (one subpackage per block), their runner, lint, regression and benchmarks."""

@@ -1,0 +1,175 @@
+"""Shared pieces of the cocotb benches: parameters, packing, stream driver/monitor, scoreboard, metrics.
+
+The shape follows cocotb's own examples: a driver pushes stimulus into the
+DUT; a monitor samples every completed handshake (in the ReadOnly phase, so
+it sees what the DUT sees at the clock edge); input transactions go through
+the golden model into an expected queue; output transactions are checked
+against it in order by :class:`InOrderScoreboard`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+
+def params() -> dict:
+    """The DUT's constructor parameters, as the runner passed them."""
+    return json.loads(os.environ.get("CXLKV_PARAMS", "{}"))
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def test_rng(default_seed: int = 1) -> random.Random:
+    """Stimulus RNG: seeded from CXLKV_SEED (or cocotb's seed) so a failure can be replayed."""
+    seed = os.environ.get("CXLKV_SEED")
+    if seed is None:
+        import cocotb
+        seed = getattr(cocotb, "RANDOM_SEED", default_seed)
+    return random.Random(int(seed))
+
+
+def report_metric(name: str, value: float, unit: str, config: dict | None = None):
+    """Hand a measured figure to the runner (and so to ``make bench``)."""
+    out = os.environ.get("CXLKV_METRICS_OUT")
+    if not out:
+        return
+    with open(out, "a") as f:
+        f.write(json.dumps({"name": name, "value": value, "unit": unit, "config": config or {}}) + "\n")
+
+
+class Packer:
+    """Packs dicts into the integer a StructLayout port carries, and back.
+
+    Offsets come from the Amaranth layout itself, the one source of truth for
+    the bit layout of every stream payload.
+    """
+
+    def __init__(self, layout):
+        self.fields = [(name, f.offset, f.width) for name, f in layout]
+        self.width = layout.size
+
+    def pack(self, values: dict) -> int:
+        word = 0
+        for name, off, width in self.fields:
+            v = values[name]
+            if not 0 <= v < (1 << width):
+                raise ValueError(f"field {name}={v} does not fit {width} bits")
+            word |= v << off
+        return word
+
+    def unpack(self, word: int) -> dict:
+        return {name: (word >> off) & ((1 << width) - 1) for name, off, width in self.fields}
+
+
+class StreamPort:
+    """Handles of one ``lib.stream`` port as Amaranth flattens it (``<name>__valid`` ...)."""
+
+    def __init__(self, dut, name: str):
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.payload = getattr(dut, f"{name}__payload")
+
+
+async def drive_stream(clk, port: StreamPort, packer: Packer, items, rng: random.Random,
+                       idle: float = 0.0):
+    """Offer ``items`` one by one; between items, idle a cycle with probability ``idle``."""
+    from cocotb.triggers import ReadOnly, RisingEdge
+
+    port.valid.value = 0
+    for item in items:
+        while idle and rng.random() < idle:
+            await RisingEdge(clk)
+        port.payload.value = packer.pack(item)
+        port.valid.value = 1
+        while True:
+            await ReadOnly()
+            taken = bool(port.ready.value)
+            await RisingEdge(clk)
+            if taken:
+                break
+        port.valid.value = 0
+
+
+async def drive_ready(clk, port: StreamPort, rng: random.Random, ready_prob: float = 1.0,
+                      burst: int = 1):
+    """Backpressure: hold ``ready`` low for random bursts (mean length ``burst``)."""
+    from cocotb.triggers import RisingEdge
+
+    while True:
+        if ready_prob >= 1.0:
+            port.ready.value = 1
+        elif rng.random() < ready_prob:
+            port.ready.value = 1
+        else:
+            port.ready.value = 0
+            for _ in range(rng.randrange(1, 2 * burst)):
+                await RisingEdge(clk)
+            continue
+        await RisingEdge(clk)
+
+
+class ScoreboardError(AssertionError):
+    pass
+
+
+@dataclass
+class Mismatch:
+    index: int
+    expected: object
+    actual: object
+
+
+@dataclass
+class InOrderScoreboard:
+    """Compares actual transactions with expected ones, in order.
+
+    Records every mismatch (up to ``keep``) rather than stopping at the first,
+    so a negative test can check exactly what was caught.
+    """
+    name: str
+    keep: int = 20
+    expected: deque = field(default_factory=deque)
+    matched: int = 0
+    compared: int = 0
+    mismatches: list = field(default_factory=list)
+    unexpected: list = field(default_factory=list)
+
+    def expect(self, item):
+        self.expected.append(item)
+
+    def actual(self, item):
+        if not self.expected:
+            if len(self.unexpected) < self.keep:
+                self.unexpected.append(item)
+            return
+        exp = self.expected.popleft()
+        if exp == item:
+            self.matched += 1
+        elif len(self.mismatches) < self.keep:
+            self.mismatches.append(Mismatch(self.compared, exp, item))
+        self.compared += 1
+
+    @property
+    def errors(self) -> int:
+        return (self.compared - self.matched) + len(self.unexpected)
+
+    def check(self):
+        """Raise ScoreboardError unless every expected item arrived and matched."""
+        problems = []
+        for mm in self.mismatches[:5]:
+            problems.append(f"  #{mm.index}: expected {mm.expected}, got {mm.actual}")
+        if self.compared != self.matched:
+            problems.insert(0, f"{self.compared - self.matched} mismatches of {self.compared}")
+        if self.unexpected:
+            problems.append(f"{len(self.unexpected)} unexpected outputs, first {self.unexpected[0]}")
+        if self.expected:
+            problems.append(f"{len(self.expected)} expected outputs never arrived, first {self.expected[0]}")
+        if problems:
+            raise ScoreboardError(f"{self.name}: " + "\n".join(problems))
+        if self.compared == 0:
+            raise ScoreboardError(f"{self.name}: nothing was compared")

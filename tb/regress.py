@@ -1,0 +1,55 @@
+"""``make sim``: build every block's cocotb bench on Verilator, run it against the golden
+model, and print one summary table. Exit status 1 if anything failed.
+
+Options pass through the environment: WAVES=1 (FST waveforms), CXLKV_SEED,
+and each bench's own knobs (e.g. CXLKV_EVENTS); ``--only NAME`` limits the run.
+"""
+import argparse
+import sys
+import time
+
+from cxlkv import discover
+from cxlkv.tb.runner import run
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m cxlkv.tb.regress", description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="bench names to run (default: all)")
+    args = ap.parse_args(argv)
+    rows, failed = [], 0
+    t0 = time.monotonic()
+    for bench in discover.cocotb_benches():
+        if args.only and bench.name not in args.only:
+            continue
+        t = time.monotonic()
+        try:
+            result = run(bench)
+        except Exception as exc:  # a build failure is a failed row, not a crash of the whole regression
+            rows.append((bench.name, bench.config_id, "(build)", "ERROR", f"{type(exc).__name__}: {exc}"[:80]))
+            failed += 1
+            continue
+        if not result.results:
+            rows.append((bench.name, bench.config_id, "(run)", "ERROR", f"no results; see {result.build_dir}/sim.log"))
+            failed += 1
+        for r in result.results:
+            rows.append((bench.name, bench.config_id, r.name, "PASS" if r.passed else "FAIL",
+                         f"{r.real_time_s:.1f} s" if r.passed else r.message[:80]))
+            failed += not r.passed
+        for name, m in result.metrics.items():
+            rows.append((bench.name, bench.config_id, f"metric {name}", "", f"{m['value']} {m['unit']}"))
+        print(f"[{bench.name}/{bench.config_id}] {time.monotonic() - t:.1f} s, logs in {result.build_dir}",
+              file=sys.stderr)
+    widths = [max(len(str(r[i])) for r in rows + [("bench", "config", "test", "result", "detail")])
+              for i in range(5)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    print(line(("bench", "config", "test", "result", "detail")))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    tests = sum(1 for r in rows if r[3] in ("PASS", "FAIL", "ERROR"))
+    print(f"\n{tests - failed} passed, {failed} failed  ({time.monotonic() - t0:.0f} s)")
+    return 1 if failed or not tests else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

