@@ -1,0 +1,177 @@
+"""KV access trace files: the format of ``../shared/spec/contracts.md``, validated.
+
+A trace is a ``.npz`` of equal-length arrays, one element per event, in time
+order (``step``, ``layer``, ``head``, ``pos``, ``op``, ``score``) plus the 0-d
+geometry ``n_layers`` and ``n_kv_heads`` and an optional 0-d JSON ``meta``.
+:func:`load_trace` refuses a file that breaks the rules with a
+:class:`~cxlkv.errors.TraceFormatError` naming the key and the first bad event;
+nothing downstream ever sees a half-valid trace.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cxlkv.errors import TraceFormatError
+
+OP_READ, OP_WRITE = 0, 1
+
+#: Per-event arrays and the dtype each is stored in.
+EVENT_KEYS = {
+    "step": np.int32,
+    "layer": np.uint16,
+    "head": np.uint16,
+    "pos": np.uint32,
+    "op": np.uint8,
+    "score": np.float32,
+}
+GEOMETRY_KEYS = ("n_layers", "n_kv_heads")
+
+
+@dataclass
+class Trace:
+    step: np.ndarray
+    layer: np.ndarray
+    head: np.ndarray
+    pos: np.ndarray
+    op: np.ndarray
+    score: np.ndarray
+    n_layers: int
+    n_kv_heads: int
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.step)
+
+    @property
+    def n_queues(self) -> int:
+        return self.n_layers * self.n_kv_heads
+
+    @property
+    def queue(self) -> np.ndarray:
+        """Queue index of every event: ``layer * n_kv_heads + head``."""
+        return self.layer.astype(np.int64) * self.n_kv_heads + self.head
+
+    def validate(self, path="<trace>"):
+        """Check the contract's rules; raise TraceFormatError on the first violation."""
+        _validate_arrays(path, {k: getattr(self, k) for k in EVENT_KEYS},
+                         self.n_layers, self.n_kv_heads)
+        return self
+
+
+def _first(mask) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _integer_array(path, key, arr, dtype):
+    arr = np.asarray(arr)
+    if arr.ndim != 1:
+        raise TraceFormatError(path, key, f"must be a 1-d array, got shape {arr.shape}")
+    if np.dtype(dtype).kind in "iu":
+        if arr.dtype.kind not in "iu":
+            raise TraceFormatError(path, key, f"must be an integer array, got dtype {arr.dtype}")
+        info = np.iinfo(dtype)
+        if arr.size:
+            bad = (arr < info.min) | (arr > info.max)
+            if bad.any():
+                raise TraceFormatError(path, key, f"value {arr[_first(bad)]} does not fit {np.dtype(dtype)}",
+                                       _first(bad))
+    else:
+        if arr.dtype.kind != "f":
+            raise TraceFormatError(path, key, f"must be a float array, got dtype {arr.dtype}")
+    return arr.astype(dtype, copy=False)
+
+
+def _geometry_value(path, key, value) -> int:
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "iu":
+        raise TraceFormatError(path, key, f"must be a 0-d integer, got dtype {arr.dtype} shape {arr.shape}")
+    v = int(arr)
+    if not 1 <= v <= 65536:
+        raise TraceFormatError(path, key, f"must be in 1..65536, got {v}")
+    return v
+
+
+def _validate_arrays(path, arrays: dict, n_layers: int, n_kv_heads: int) -> dict:
+    out = {key: _integer_array(path, key, arrays[key], dtype) for key, dtype in EVENT_KEYS.items()}
+    n = len(out["step"])
+    for key, arr in out.items():
+        if len(arr) != n:
+            raise TraceFormatError(path, key, f"has {len(arr)} events but 'step' has {n}",
+                                   min(len(arr), n))
+    if n == 0:
+        return out
+    checks = (
+        ("layer", out["layer"] >= n_layers, f"layer index out of range (n_layers = {n_layers})"),
+        ("head", out["head"] >= n_kv_heads, f"head index out of range (n_kv_heads = {n_kv_heads})"),
+        ("op", out["op"] > OP_WRITE, "op must be 0 (read) or 1 (write)"),
+        ("score", ~np.isfinite(out["score"]), "score is not finite (NaN or Inf)"),
+        ("score", out["score"] < 0, "score is negative"),
+    )
+    for key, bad, message in checks:
+        if bad.any():
+            i = _first(bad)
+            raise TraceFormatError(path, key, f"{message}: {out[key][i]!r}", i)
+    dec = np.diff(out["step"].astype(np.int64)) < 0
+    if dec.any():
+        i = _first(dec) + 1
+        raise TraceFormatError(path, "step", f"step decreases ({out['step'][i - 1]} -> {out['step'][i]})", i)
+    return out
+
+
+def load_trace(path) -> Trace:
+    """Read and validate a trace file. Raises TraceFormatError (a CxlkvError) on any violation."""
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise TraceFormatError(path, "(file)", "no such file") from None
+    except OSError as exc:
+        raise TraceFormatError(path, "(file)", f"cannot be opened ({exc.strerror})") from None
+    # Our own file object: numpy leaks its handle when the archive is corrupt.
+    with f:
+        try:
+            npz = np.load(f, allow_pickle=False)
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise TraceFormatError(path, "(file)", f"not a readable .npz trace ({exc})") from None
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise TraceFormatError(path, "(file)", "not an .npz archive (a bare .npy array?)")
+        with npz:
+            for key in (*EVENT_KEYS, *GEOMETRY_KEYS):
+                if key not in npz.files:
+                    raise TraceFormatError(path, key, "missing")
+            try:
+                arrays = {key: npz[key] for key in EVENT_KEYS}
+                geometry = {key: npz[key] for key in GEOMETRY_KEYS}
+                meta_raw = npz["meta"] if "meta" in npz.files else None
+            except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+                raise TraceFormatError(path, "(file)", f"corrupt archive member ({exc})") from None
+    n_layers = _geometry_value(path, "n_layers", geometry["n_layers"])
+    n_kv_heads = _geometry_value(path, "n_kv_heads", geometry["n_kv_heads"])
+    out = _validate_arrays(path, arrays, n_layers, n_kv_heads)
+    meta = {}
+    if meta_raw is not None:
+        if meta_raw.ndim != 0 or meta_raw.dtype.kind not in "US":
+            raise TraceFormatError(path, "meta", "must be a 0-d string array holding JSON")
+        try:
+            meta = json.loads(str(meta_raw))
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(path, "meta", f"not valid JSON ({exc})") from None
+    return Trace(**out, n_layers=n_layers, n_kv_heads=n_kv_heads, meta=meta)
+
+
+def save_trace(path, trace: Trace, *, compress=True):
+    """Write a trace in the contract's format (validated first: a bad trace is never written)."""
+    trace.validate(path)
+    arrays = {key: np.asarray(getattr(trace, key), dtype=dtype) for key, dtype in EVENT_KEYS.items()}
+    arrays["n_layers"] = np.array(trace.n_layers, dtype=np.int64)
+    arrays["n_kv_heads"] = np.array(trace.n_kv_heads, dtype=np.int64)
+    arrays["meta"] = np.array(json.dumps(trace.meta, sort_keys=True))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:  # np.savez would append .npz to a name without it
+        (np.savez_compressed if compress else np.savez)(f, **arrays)
