@@ -151,20 +151,20 @@ FAMILY_PRESETS: dict[str, dict] = {
     # A local window around the newest position (sliding-window-like heads).
     "recent": dict(recent_logit=7.0, recent_tau=24.0, noise=1.0, rho=0.5),
     # H2O heavy hitters: power-law importance, persistent across steps.
-    "heavy": dict(heavy_scale=1.0, noise=0.5, rho=0.8),
+    "heavy": dict(heavy_scale=1.5, noise=0.6, rho=0.8),
     # History that looks learnable (heavy hitters, a window), plus query-dependent reads of cold passages.
-    "needle": dict(heavy_scale=0.8, noise=0.5, rho=0.8, recent_logit=4.0, recent_tau=16.0,
-                   needle_rate=0.03, needle_len=4, needle_span=8, needle_logit=9.0),
+    "needle": dict(heavy_scale=1.2, noise=0.5, rho=0.8, recent_logit=4.0, recent_tau=16.0,
+                   needle_rate=0.08, needle_len=2, needle_span=16, needle_logit=9.0),
     # 40% retrieval heads (noisy, needle-rich) among stable heavy/sink/window heads.
-    "heads": dict(n_sinks=2, sink_logit=4.0, heavy_scale=0.8, noise=0.5, rho=0.8,
+    "heads": dict(n_sinks=2, sink_logit=4.0, heavy_scale=1.2, noise=0.5, rho=0.8,
                   recent_logit=4.0, recent_tau=16.0, retrieval_frac=0.4,
                   retrieval_noise=1.5, retrieval_rho=0.2, retrieval_needle_rate=0.05),
     # Layers 0-1 read half the context with flat rows; later layers sparse (heavy + window).
     "dense_early": dict(dense_layers=2, dense_frac=0.5, dense_flatten=0.3,
-                        heavy_scale=0.8, noise=0.7, rho=0.7, recent_logit=4.0, recent_tau=16.0),
+                        heavy_scale=1.2, noise=0.7, rho=0.7, recent_logit=4.0, recent_tau=16.0),
     # Everything at once, in the proportions docs/tracegen.md justifies.
     "mixed": dict(n_sinks=4, sink_logit=4.0, recent_logit=4.0, recent_tau=16.0,
-                  heavy_scale=0.8, noise=0.6, rho=0.8,
+                  heavy_scale=1.2, noise=0.6, rho=0.8,
                   needle_rate=0.005, needle_len=4, needle_span=8, needle_logit=9.0,
                   retrieval_frac=0.4, retrieval_noise=1.5, retrieval_rho=0.3, retrieval_needle_rate=0.03,
                   dense_layers=1, dense_frac=0.5, dense_flatten=0.3),
@@ -273,7 +273,7 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
     z = rng.standard_normal((nq, npos))
     a = np.sqrt(1.0 - rho * rho)[:, None]
     chunk = max(1, _CHUNK_CELLS // (nq * npos))
-    parts, kept_mass = [], []
+    parts, kept_mass, near_zero = [], [], []
     for s0 in range(1, steps + 1, chunk):
         s1 = min(s0 + chunk, steps + 1)
         n = s1 - s0
@@ -306,12 +306,17 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         sel = rank < kq[:, :, None]
         rows_mass = np.where(sel, w, 0.0).sum(axis=2)            # (n, nq) mass the top-k holds
         kept_mass.append(rows_mass.ravel())
+        # Full-row sparsity: resident entries below 1% of the row's largest weight.
+        near_zero.append(((w < 0.01 * w.max(axis=2, keepdims=True)).sum(axis=2) - (npos - resident)[:, None])
+                         .ravel() / np.repeat(resident, nq))
         si, qi, pi = np.nonzero(sel)                             # row-major: step, queue, ascending pos
         sc = w[si, qi, pi] / rows_mass[si, qi]
         parts.append((s0, si, qi, pi, sc, kq.ravel(), newest))
 
     trace = _assemble(parts, prefill, nq, n_kv_heads)
     kept = np.concatenate(kept_mass)
+    sparse_rows = np.tile(~dense, steps)
+    nz = np.concatenate(near_zero)
     trace.n_layers, trace.n_kv_heads = n_layers, n_kv_heads
     trace.meta = {
         "generator": GENERATOR, "version": VERSION, "family": family, "seed": seed,
@@ -319,8 +324,9 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         "params": dataclasses.asdict(p),
         "retrieval_queues": np.flatnonzero(retrieval).tolist(),
         "needle_episodes": len(episodes),
-        "topk_mass_mean": round(float(kept[np.repeat(~dense[None, :], steps, 0).ravel()].mean()), 6)
-        if (~dense).any() else None,
+        # Sparse (non-dense) layers: top-k share of the full row, and the full row's near-zero share.
+        "topk_mass_mean": round(float(kept[sparse_rows].mean()), 6) if sparse_rows.any() else None,
+        "row_near_zero_mean": round(float(nz[sparse_rows].mean()), 6) if sparse_rows.any() else None,
     }
     return trace.validate(f"<synth {family}>")
 
