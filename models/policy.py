@@ -1,0 +1,708 @@
+"""Policy simulator: replay a KV access trace through eviction (and prefetch) policies.
+
+Semantics are those of ``../shared/spec/contracts.md`` ("Replay semantics"):
+
+* one queue per (layer, KV head), at most ``C`` resident entries each, queues
+  independent; events in file order;
+* **write**: resident -> an access (policy state updated); otherwise evict a
+  victim if the queue is full, then insert;
+* **read**: counted; resident -> ``read_hits`` += 1 and an access; otherwise a
+  demand fill: evict a victim if full, insert;
+* prefetching policies insert prefetched entries the same way (a prefetch is
+  not a read); ``prefetch_hits`` counts reads that hit an entry brought in by
+  prefetch and not touched since.
+
+Because queues are independent, the replay groups the events by queue (a stable
+counting sort, so file order is kept within a queue) and replays one queue
+after the other: every per-queue structure then fits in cache.
+
+Policies (``docs/policy.md`` gives the exact rules and their ties):
+
+``lru``        victim = least recently accessed (read, write or prefetch insert).
+``min``        Belady: victim = next access (same queue) farthest in the future,
+               never-again farthest, ties to the smallest position, no bypass.
+``h2o``        victim = smallest accumulated attention (sum of read scores since
+               the start of the trace, kept across evictions); ties LRU.
+``tova``       victim = lowest attention from the last query: smallest
+               (step of last access, score of that access) with a write counting
+               as score 1; ties LRU.
+``streaming``  ``sinks`` first positions kept, then the most recent positions:
+               victim = smallest non-sink position (if only sinks are resident,
+               the smallest sink).
+``ema``        the seed's rule as written: EMA of attention (``scoring.ema_update``,
+               UQ0.16, α), victim = highest ``scoring`` priority
+               ``(1 - ema) x (1 - exp(-age / τ))``; ties LRU. O(C) per eviction
+               (every resident's priority changes with time): it is a baseline.
+``ema+prefetch`` ``ema`` plus the [P - W, P + W] neighbour prefetch on every read.
+``hw``         the policy the tracker RTL implements (``hw_*`` below, and the
+               specification in ``docs/policy.md``): an attention-weighted EMA that
+               decays per step, ranked by a time-invariant *retention deadline*
+               ``D = t_last + τ·ln(ema)`` quantised to buckets, ties LRU within a
+               bucket; pinned positions never evicted.
+
+The replay core is compiled with numba (``cache=True``); this module imports
+numpy and numba, so the CLI imports it only inside ``run``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from cxlkv.errors import CxlkvError
+from cxlkv.models import scoring as S
+from cxlkv.models.trace import Trace
+
+POLICIES = ("lru", "min", "h2o", "tova", "streaming", "ema", "ema+prefetch", "hw")
+
+# Policy ids of the compiled core.
+P_LRU, P_MIN, P_H2O, P_TOVA, P_STREAMING, P_EMA, P_HW = range(7)
+_POLICY_ID = {"lru": P_LRU, "min": P_MIN, "h2o": P_H2O, "tova": P_TOVA, "streaming": P_STREAMING,
+              "ema": P_EMA, "ema+prefetch": P_EMA, "hw": P_HW}
+
+#: Largest position the simulator accepts (per-position state is a dense array).
+MAX_POSITION = (1 << 24) - 1
+
+#: Bytes one (token, KV head) entry occupies in a tier: K and V at head_dim 128 in FP16.
+DEFAULT_ENTRY_BYTES = 512
+
+# Per-queue integer counters (columns of ReplayResult.per_queue).
+Q_READS, Q_HITS, Q_WRITES, Q_FILLS, Q_EVICTIONS, Q_PREFETCHES, Q_PF_HITS, Q_NO_VICTIM, Q_PF_UNUSED = range(9)
+N_QCOUNTS = 9
+QCOUNT_NAMES = ("reads", "read_hits", "writes", "fills", "evictions", "prefetches", "prefetch_hits",
+                "no_victim", "prefetch_evicted_unused")
+
+# ----------------------------------------------------------------------------------------------
+# hw fixed point (the RTL implements these bit for bit; docs/policy.md "hw specification")
+# ----------------------------------------------------------------------------------------------
+
+#: log2(1 + m/256) in UQ0.8, rounded to nearest, m = 0..255 (a 256 x 8 ROM; entry 255 is 255).
+LOG2_FRAC_Q8 = tuple(min(int(math.floor(math.log2(1 + m / 256) * 256 + 0.5)), 255) for m in range(256))
+HW_LOG2_FRAC_BITS = 8
+#: width of τ·ln2 in UQ.8 (τ <= 2^20 steps -> < 2^28)
+HW_TLN_FRAC_BITS = 8
+
+
+def hw_log2_q8(ema: int) -> int:
+    """floor-ish log2 of a UQ0.16 integer ``ema`` >= 1, as UQ4.8: ``msb*256 + LOG2_FRAC_Q8[next 8 bits]``."""
+    if not 1 <= ema <= S.SCORE_MAX:
+        raise ValueError(f"ema must be in 1..65535, got {ema}")
+    msb = ema.bit_length() - 1
+    m = ((ema << 8) >> msb) & 0xFF
+    return (msb << HW_LOG2_FRAC_BITS) + LOG2_FRAC_Q8[m]
+
+
+def hw_tau_ln2_q8(tau: int) -> int:
+    """``round(τ · ln 2 · 256)``: the per-configuration constant of the deadline."""
+    return int(math.floor(tau * math.log(2) * 256 + 0.5))
+
+
+def hw_retention(ema: int, tau_ln2_q8: int) -> int:
+    """Retention time ``f(ema) = τ · ln(ema)`` in whole steps (0 for ema = 0):
+    how long an EMA decaying as exp(-age/τ) stays at or above one LSB."""
+    if ema == 0:
+        return 0
+    return (hw_log2_q8(ema) * tau_ln2_q8) >> (HW_LOG2_FRAC_BITS + HW_TLN_FRAC_BITS)
+
+
+def hw_decay(ema: int, age: int, rate: S.DecayRate) -> int:
+    """``ema · exp(-age/τ)`` in UQ0.16 with the scoring unit's exp2 table: round to nearest."""
+    e = S.SCORE_ONE - S.recency_fixed(age, rate)
+    return (ema * e + 0x8000) >> 16
+
+
+def score_to_uq16(score: float) -> int:
+    """An attention weight (float32, >= 0) as a UQ0.16 sample: ``min(floor(x·65536 + 0.5), 65535)``."""
+    return min(int(math.floor(float(np.float32(score)) * 65536.0 + 0.5)), S.SCORE_MAX)
+
+
+# ----------------------------------------------------------------------------------------------
+# Parameters
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """Every policy parameter, validated. Unused ones are ignored by a policy."""
+
+    #: streaming: attention-sink positions kept (positions 0 .. sinks-1)
+    sinks: int = 4
+    #: ema / ema+prefetch: EMA weight α, UQ0.16 (seed: α -> 0.1 "stable")
+    ema_alpha: int = 6554
+    #: ema / ema+prefetch: recency time constant τ in steps (the seed's worked example)
+    ema_tau: int = 1000
+    #: prefetch half-window W: on a read of P, prefetch [P-W, P+W] (0 = off). ema+prefetch and hw.
+    window: int = 0
+    #: hw: EMA weight α, UQ0.16
+    hw_alpha: int = 32768
+    #: hw: decay time constant τ in steps (the EMA decays by exp(-1/τ) per step)
+    hw_tau: int = 64
+    #: hw: deadline bucket granularity, log2 steps (bucket = deadline >> bucket_bits)
+    hw_bucket_bits: int = 2
+    #: hw: positions 0 .. pinned-1 are never evicted (attention sinks)
+    hw_pinned: int = 4
+    #: hw: UQ0.16 sample a write folds into the EMA (credit of a freshly appended token)
+    hw_write_sample: int = 16384
+    #: bytes one entry moves between tiers (bytes-moved figures only)
+    entry_bytes: int = DEFAULT_ENTRY_BYTES
+
+    RANGES = {
+        "sinks": (0, MAX_POSITION + 1), "ema_alpha": (0, S.SCORE_MAX), "ema_tau": (S.TAU_MIN, S.TAU_MAX),
+        "window": (0, 4096), "hw_alpha": (0, S.SCORE_MAX), "hw_tau": (S.TAU_MIN, S.TAU_MAX),
+        "hw_bucket_bits": (0, 24), "hw_pinned": (0, MAX_POSITION + 1), "hw_write_sample": (0, S.SCORE_MAX),
+        "entry_bytes": (1, 1 << 20),
+    }
+
+    def check(self) -> "PolicyParams":
+        for name, (lo, hi) in self.RANGES.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise CxlkvError(f"policy parameter '{name}' must be an integer in {lo}..{hi}, got {v!r}")
+        return self
+
+
+#: Defaults that differ by policy (ema+prefetch prefetches by default).
+POLICY_DEFAULTS = {"ema+prefetch": {"window": 4}}
+PARAM_NAMES = tuple(PolicyParams.RANGES)
+
+
+def make_params(policy: str, **overrides) -> PolicyParams:
+    """The parameters ``policy`` runs with: its defaults, then ``overrides`` (validated)."""
+    if policy not in POLICIES:
+        raise CxlkvError(f"unknown policy '{policy}'; valid policies: {', '.join(POLICIES)}")
+    unknown = sorted(set(overrides) - set(PARAM_NAMES))
+    if unknown:
+        raise CxlkvError(f"unknown policy parameter(s) {', '.join(unknown)}; valid: {', '.join(PARAM_NAMES)}")
+    merged = {**POLICY_DEFAULTS.get(policy, {}), **overrides}
+    p = PolicyParams(**merged).check()
+    if policy == "min" and p.window:
+        raise CxlkvError("policy 'min' does not prefetch (window must be 0)")
+    if policy not in ("ema+prefetch", "hw") and p.window:
+        raise CxlkvError(f"policy '{policy}' does not prefetch; 'window' applies to ema+prefetch and hw")
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiled core
+# ----------------------------------------------------------------------------------------------
+
+_EXP2 = np.array(S.EXP2_NEG_Q16, dtype=np.int64)
+_LOG2F = np.array(LOG2_FRAC_Q8, dtype=np.int64)
+_NEVER = np.int64(1) << 62
+
+
+@njit(cache=True)
+def _sift_up(heap, hidx, k1, k2, i):
+    s = heap[i]
+    while i > 0:
+        parent = (i - 1) >> 1
+        t = heap[parent]
+        if k1[s] < k1[t] or (k1[s] == k1[t] and k2[s] < k2[t]):
+            heap[i] = t
+            hidx[t] = i
+            i = parent
+        else:
+            break
+    heap[i] = s
+    hidx[s] = i
+
+
+@njit(cache=True)
+def _sift_down(heap, hidx, k1, k2, i, n):
+    s = heap[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n:
+            a = heap[c]
+            b = heap[c + 1]
+            if k1[b] < k1[a] or (k1[b] == k1[a] and k2[b] < k2[a]):
+                c += 1
+        t = heap[c]
+        if k1[t] < k1[s] or (k1[t] == k1[s] and k2[t] < k2[s]):
+            heap[i] = t
+            hidx[t] = i
+            i = c
+        else:
+            break
+    heap[i] = s
+    hidx[s] = i
+
+
+@njit(cache=True)
+def _recency(age, mant, shift, exp2):
+    """scoring.recency_fixed: 1 - exp(-age/τ) in UQ1.16 (age already saturated)."""
+    y = (age * mant) >> shift
+    yi = y >> 10
+    if yi < 17:
+        e = exp2[y & 1023] >> yi
+    else:
+        e = 0
+    return 65536 - e
+
+
+@njit(cache=True)
+def _step_age(last, cur):
+    a = (cur - last) % 4294967296
+    if a > 16777215:
+        a = 16777215
+    return a
+
+
+@njit(cache=True)
+def _ema_update(ema, sample, alpha):
+    return ema + (((sample - ema) * alpha + 0x8000) >> 16)
+
+
+@njit(cache=True)
+def _to_uq16(x):
+    v = np.int64(np.floor(np.float64(x) * 65536.0 + 0.5))
+    return 65535 if v > 65535 else v
+
+
+@njit(cache=True)
+def _hw_retention(ema, tln, log2f):
+    if ema == 0:
+        return 0
+    msb = 0
+    t = ema
+    while t > 1:
+        t >>= 1
+        msb += 1
+    m = ((ema << 8) >> msb) & 0xFF
+    return (((msb << 8) + log2f[m]) * tln) >> 16
+
+
+@njit(cache=True)
+def _group_by_queue(queue, nq):
+    """Stable counting sort of event indices by queue: (order, start) with queue q's events
+    order[start[q]:start[q+1]] in file order."""
+    n = queue.shape[0]
+    start = np.zeros(nq + 1, np.int64)
+    for i in range(n):
+        start[queue[i] + 1] += 1
+    for q in range(nq):
+        start[q + 1] += start[q]
+    fill = start[:-1].copy()
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        q = queue[i]
+        order[fill[q]] = i
+        fill[q] += 1
+    return order, start
+
+
+@njit(cache=True)
+def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams,
+                 record, victims, qcounts, qscores):
+    """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
+    hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample]."""
+    sinks = iparams[0]
+    ema_alpha = iparams[1]
+    ema_mant = iparams[2]
+    ema_shift = iparams[3]
+    window = iparams[4]
+    hw_alpha = iparams[5]
+    hw_mant = iparams[6]
+    hw_shift = iparams[7]
+    hw_tln = iparams[8]
+    hw_g = iparams[9]
+    pinned = iparams[10]
+    hw_wsample = iparams[11]
+    exp2 = _EXP2
+    log2f = _LOG2F
+    NEVER = _NEVER
+
+    n = step.shape[0]
+    queue = np.empty(n, np.int64)
+    for i in range(n):
+        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
+    order, start = _group_by_queue(queue, nq)
+
+    # per position (persist across evictions inside a queue: the tracker's DRAM metadata)
+    slot_of = np.full(npos, -1, np.int64)
+    ema_of = np.zeros(npos, np.int64)
+    tlast_of = np.zeros(npos, np.int64)
+    seen = np.zeros(npos, np.uint8)
+    acc_of = np.zeros(npos, np.float64)
+    # per slot (resident entries)
+    slot_pos = np.zeros(C, np.int64)
+    k1 = np.zeros(C, np.float64)
+    k2 = np.zeros(C, np.int64)
+    pf = np.zeros(C, np.uint8)
+    heap = np.zeros(C, np.int64)
+    hidx = np.full(C, -1, np.int64)
+    # MIN: next access (index within the queue's event list) of each event
+    nxt = np.zeros(1, np.int64)
+    last_idx = np.zeros(1, np.int64)
+    if policy == 1:
+        nxt = np.empty(n, np.int64)
+        last_idx = np.full(npos, NEVER, np.int64)
+    # prefetch scratch
+    pf_list = np.empty(2 * window + 1, np.int64)
+
+    for q in range(nq):
+        lo = start[q]
+        hi = start[q + 1]
+        if lo == hi:
+            continue
+        nres = 0
+        hn = 0
+        seq = np.int64(0)
+        newest = np.int64(-1)
+        pmin = np.int64(npos)
+        if policy == 1:
+            for j in range(hi - 1, lo - 1, -1):
+                p = pos[order[j]]
+                nxt[j] = last_idx[p]
+                last_idx[p] = j
+            for j in range(lo, hi):
+                last_idx[pos[order[j]]] = NEVER
+        reads = 0
+        hits = 0
+        writes = 0
+        fills = 0
+        evictions = 0
+        prefetches = 0
+        pf_hits = 0
+        no_victim = 0
+        pf_unused = 0
+        sum_reads = 0.0
+        sum_hits = 0.0
+
+        for j in range(lo, hi):
+            i = order[j]
+            p = np.int64(pos[i])
+            s = np.int64(step[i])
+            is_read = op[i] == 0
+            x = score[i]
+            if p > newest:
+                newest = p
+            if p < pmin:
+                pmin = p
+            if is_read:
+                reads += 1
+                sum_reads += x
+            else:
+                writes += 1
+            # npf: number of positions to handle this event: the demand one, then prefetches
+            npf = 0
+            if window > 0 and is_read:
+                a = p - window
+                if a < 0:
+                    a = 0
+                b = p + window
+                if b > newest:
+                    b = newest
+                for pp in range(a, b + 1):
+                    if pp != p:
+                        pf_list[npf] = pp
+                        npf += 1
+            for t in range(npf + 1):
+                if t == 0:
+                    pp = p
+                    is_pf = False
+                else:
+                    pp = pf_list[t - 1]
+                    is_pf = True
+                    if slot_of[pp] >= 0:
+                        continue
+                seq += 1
+                # ---- policy state update for an access (or a prefetch insert) ----
+                if policy == 6:
+                    if is_pf:
+                        # prefetch insert: refresh t_last, decay the EMA, fold nothing
+                        if seen[pp]:
+                            age = _step_age(tlast_of[pp], s)
+                            e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
+                            ema_of[pp] = (ema_of[pp] * e + 0x8000) >> 16
+                        else:
+                            ema_of[pp] = 0
+                    else:
+                        if seen[pp]:
+                            age = _step_age(tlast_of[pp], s)
+                            e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
+                            dec = (ema_of[pp] * e + 0x8000) >> 16
+                        else:
+                            dec = 0
+                        smp = _to_uq16(x) if is_read else hw_wsample
+                        ema_of[pp] = _ema_update(dec, smp, hw_alpha)
+                    seen[pp] = 1
+                    tlast_of[pp] = s
+                    key1 = np.float64((s + _hw_retention(ema_of[pp], hw_tln, log2f)) >> hw_g)
+                    key2 = seq
+                elif policy == 5:
+                    if not is_pf:
+                        if is_read:
+                            ema_of[pp] = _ema_update(ema_of[pp], _to_uq16(x), ema_alpha)
+                    tlast_of[pp] = s
+                    key1 = 0.0
+                    key2 = seq
+                elif policy == 0:
+                    key1 = np.float64(seq)
+                    key2 = 0
+                elif policy == 1:
+                    key1 = -np.float64(nxt[j])
+                    key2 = pp
+                elif policy == 2:
+                    if is_read and not is_pf:
+                        acc_of[pp] += x
+                    key1 = acc_of[pp]
+                    key2 = seq
+                elif policy == 3:
+                    if is_pf:
+                        key1 = np.float64(s)
+                    elif is_read:
+                        xx = np.float64(x)
+                        if xx > 1.0:
+                            xx = 1.0
+                        key1 = np.float64(s) + 0.5 * xx
+                    else:
+                        key1 = np.float64(s) + 0.5
+                    key2 = seq
+                else:
+                    key1 = 1.0 if pp < sinks else 0.0
+                    key2 = pp
+                evictable = not (policy == 6 and pp < pinned)
+
+                sl = slot_of[pp]
+                if sl >= 0:
+                    # resident: an access
+                    if is_read and t == 0:
+                        hits += 1
+                        sum_hits += x
+                        if pf[sl]:
+                            pf_hits += 1
+                    pf[sl] = 0
+                    k1[sl] = key1
+                    k2[sl] = key2
+                    if hidx[sl] >= 0:
+                        hi_ = hidx[sl]
+                        _sift_up(heap, hidx, k1, k2, hi_)
+                        _sift_down(heap, hidx, k1, k2, hidx[sl], hn)
+                    continue
+                # not resident: demand fill, write insert or prefetch insert
+                if t == 0:
+                    if is_read:
+                        fills += 1
+                else:
+                    prefetches += 1
+                if nres < C:
+                    sl = nres
+                    nres += 1
+                else:
+                    # choose a victim
+                    if policy == 5:
+                        best = -1
+                        bestp = np.int64(-1)
+                        bestk = np.int64(0)
+                        for c in range(C):
+                            pc = slot_pos[c]
+                            age = _step_age(tlast_of[pc], s)
+                            r = _recency(age, ema_mant, ema_shift, exp2)
+                            pr = ((65536 - ema_of[pc]) * r + 0x8000) >> 16
+                            if pr > 65535:
+                                pr = 65535
+                            if pr > bestp or (pr == bestp and k2[c] < bestk):
+                                best = c
+                                bestp = pr
+                                bestk = k2[c]
+                        sl = best
+                    else:
+                        if hn == 0:
+                            # nothing evictable (every resident entry pinned): bypass
+                            no_victim += 1
+                            if record and t == 0:
+                                victims[i] = -2
+                            continue
+                        sl = heap[0]
+                        hn -= 1
+                        if hn > 0:
+                            heap[0] = heap[hn]
+                            hidx[heap[0]] = 0
+                            _sift_down(heap, hidx, k1, k2, 0, hn)
+                        hidx[sl] = -1
+                    vp = slot_pos[sl]
+                    slot_of[vp] = -1
+                    evictions += 1
+                    if pf[sl]:
+                        pf_unused += 1
+                    if record and t == 0:
+                        victims[i] = vp
+                slot_of[pp] = sl
+                slot_pos[sl] = pp
+                pf[sl] = 1 if is_pf else 0
+                k1[sl] = key1
+                k2[sl] = key2
+                if policy != 5 and evictable:
+                    heap[hn] = sl
+                    hidx[sl] = hn
+                    hn += 1
+                    _sift_up(heap, hidx, k1, k2, hn - 1)
+                else:
+                    hidx[sl] = -1
+
+        qcounts[q, 0] = reads
+        qcounts[q, 1] = hits
+        qcounts[q, 2] = writes
+        qcounts[q, 3] = fills
+        qcounts[q, 4] = evictions
+        qcounts[q, 5] = prefetches
+        qcounts[q, 6] = pf_hits
+        qcounts[q, 7] = no_victim
+        qcounts[q, 8] = pf_unused
+        qscores[q, 0] = sum_reads
+        qscores[q, 1] = sum_hits
+        # reset the per-position state this queue touched (positions pmin-W .. newest+W)
+        a = pmin - window
+        if a < 0:
+            a = 0
+        b = newest + window + 1
+        if b > npos:
+            b = npos
+        slot_of[a:b] = -1
+        ema_of[a:b] = 0
+        tlast_of[a:b] = 0
+        seen[a:b] = 0
+        acc_of[a:b] = 0.0
+        for c in range(C):
+            hidx[c] = -1
+            pf[c] = 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Python API
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class ReplayResult:
+    policy: str
+    entries: int
+    params: PolicyParams
+    n_layers: int
+    n_kv_heads: int
+    events: int
+    per_queue: np.ndarray          # int64 [n_queues, N_QCOUNTS]
+    per_queue_score: np.ndarray    # float64 [n_queues, 2]: sum of read scores, sum of hit scores
+    victims: np.ndarray | None = field(default=None, repr=False)
+
+    def total(self, name: str) -> int:
+        return int(self.per_queue[:, QCOUNT_NAMES.index(name)].sum())
+
+    def summary(self, per_queue: bool = False) -> dict:
+        """The contract's JSON object (plus prefetch accuracy, bytes moved and a per-queue digest)."""
+        t = {name: self.total(name) for name in QCOUNT_NAMES}
+        sr, sh = (float(v) for v in self.per_queue_score.sum(axis=0))
+        reads, hits = t["reads"], t["read_hits"]
+        eb = self.params.entry_bytes
+        demand_bytes = t["fills"] * eb
+        prefetch_bytes = t["prefetches"] * eb
+        out = {
+            "policy": self.policy,
+            "entries": self.entries,
+            "events": self.events,
+            "reads": reads,
+            "read_hits": hits,
+            "hit_rate": hits / reads if reads else 0.0,
+            "writes": t["writes"],
+            "fills": t["fills"],
+            "evictions": t["evictions"],
+            "prefetches": t["prefetches"],
+            "prefetch_hits": t["prefetch_hits"],
+            "attention_recall": sh / sr if sr > 0 else 0.0,
+            "prefetch_accuracy": t["prefetch_hits"] / t["prefetches"] if t["prefetches"] else 0.0,
+            "prefetch_evicted_unused": t["prefetch_evicted_unused"],
+            "no_victim": t["no_victim"],
+            "entry_bytes": eb,
+            "demand_bytes": demand_bytes,
+            "prefetch_bytes": prefetch_bytes,
+            "bytes_moved": demand_bytes + prefetch_bytes,
+            "n_queues": self.n_layers * self.n_kv_heads,
+            "params": policy_param_dict(self.policy, self.params),
+        }
+        pq = self.per_queue
+        r = pq[:, Q_READS]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            qhr = np.where(r > 0, pq[:, Q_HITS] / np.maximum(r, 1), np.nan)
+        have = qhr[~np.isnan(qhr)]
+        if have.size:
+            out["queue_hit_rate"] = {"min": float(have.min()), "median": float(np.median(have)),
+                                     "max": float(have.max())}
+        if per_queue:
+            rows = []
+            for q in range(pq.shape[0]):
+                row = {"layer": q // self.n_kv_heads, "head": q % self.n_kv_heads}
+                row.update({name: int(pq[q, k]) for k, name in enumerate(QCOUNT_NAMES)})
+                row["hit_rate"] = float(pq[q, Q_HITS] / pq[q, Q_READS]) if pq[q, Q_READS] else 0.0
+                srq, shq = self.per_queue_score[q]
+                row["attention_recall"] = float(shq / srq) if srq > 0 else 0.0
+                rows.append(row)
+            out["per_queue"] = rows
+        return out
+
+
+def policy_param_dict(policy: str, p: PolicyParams) -> dict:
+    """The parameters that matter to ``policy`` (for reports)."""
+    names = {"lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
+             "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
+             "hw": ("hw_alpha", "hw_tau", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "window")}[policy]
+    return {k: getattr(p, k) for k in names}
+
+
+def context_length(trace: Trace) -> int:
+    """The context a percentage budget refers to: ``max(pos) + 1`` over the trace."""
+    return int(trace.pos.max()) + 1 if len(trace) else 0
+
+
+def entries_from_budget(trace: Trace, percent: float) -> int:
+    """``ceil(percent / 100 x context_length)``, at least 1."""
+    if not (percent > 0 and percent <= 100):
+        raise CxlkvError(f"a percentage budget must be in (0, 100], got {percent}")
+    return max(1, math.ceil(percent * context_length(trace) / 100 - 1e-9))
+
+
+def _iparams(p: PolicyParams) -> np.ndarray:
+    ea, et, _ = S.sanitize_config(p.ema_alpha, p.ema_tau)
+    ha, ht, _ = S.sanitize_config(p.hw_alpha, p.hw_tau)
+    er, hr = S.decay_rate(et), S.decay_rate(ht)
+    return np.array([p.sinks, ea, er.mant, er.shift, p.window, ha, hr.mant, hr.shift,
+                     hw_tau_ln2_q8(ht), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample], dtype=np.int64)
+
+
+def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | None = None,
+           record_victims: bool = False, **overrides) -> ReplayResult:
+    """Replay ``trace`` through ``policy`` with ``entries`` resident entries per queue.
+
+    ``record_victims``: also return, per event, the position the demand insert of
+    that event evicted (-1: none, -2: no evictable entry, the miss bypassed the
+    fast tier). Prefetch inserts' victims are not recorded.
+    """
+    if params is None:
+        params = make_params(policy, **overrides)
+    elif overrides:
+        raise TypeError("give either params or keyword overrides")
+    if policy not in POLICIES:
+        raise CxlkvError(f"unknown policy '{policy}'; valid policies: {', '.join(POLICIES)}")
+    if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or entries < 1:
+        raise CxlkvError(f"entries must be a positive integer, got {entries!r}")
+    entries = int(entries)
+    if entries > MAX_POSITION + 1:
+        raise CxlkvError(f"entries must be at most {MAX_POSITION + 1}, got {entries}")
+    n = len(trace)
+    maxpos = int(trace.pos.max()) if n else 0
+    if maxpos > MAX_POSITION:
+        i = int(np.flatnonzero(trace.pos > MAX_POSITION)[0])
+        raise CxlkvError(f"position {maxpos} (event {i}) is beyond the simulator's limit {MAX_POSITION}")
+    nq = trace.n_queues
+    qcounts = np.zeros((nq, N_QCOUNTS), np.int64)
+    qscores = np.zeros((nq, 2), np.float64)
+    victims = np.full(n if record_victims else 1, -1, np.int64)
+    if n:
+        _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
+                     trace.step, trace.pos, trace.op, trace.score,
+                     np.int64(maxpos + 1 + params.window), np.int64(_POLICY_ID[policy]), np.int64(entries),
+                     _iparams(params), record_victims, victims, qcounts, qscores)
+    return ReplayResult(policy, entries, params, trace.n_layers, trace.n_kv_heads, n, qcounts, qscores,
+                        victims if record_victims else None)
