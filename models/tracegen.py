@@ -163,7 +163,7 @@ FAMILY_PRESETS: dict[str, dict] = {
     "dense_early": dict(dense_layers=2, dense_frac=0.5, dense_flatten=0.3,
                         heavy_scale=1.2, noise=0.7, rho=0.7, recent_logit=4.0, recent_tau=16.0),
     # Everything at once, in the proportions docs/tracegen.md justifies.
-    "mixed": dict(n_sinks=4, sink_logit=4.0, recent_logit=4.0, recent_tau=16.0,
+    "mixed": dict(n_sinks=4, sink_logit=6.0, head_jitter=0.5, recent_logit=4.0, recent_tau=16.0,
                   heavy_scale=1.2, noise=0.6, rho=0.8,
                   needle_rate=0.005, needle_len=4, needle_span=8, needle_logit=9.0,
                   retrieval_frac=0.4, retrieval_noise=1.5, retrieval_rho=0.3, retrieval_needle_rate=0.03,
