@@ -7,7 +7,8 @@
 Extension point: if a module ``cxlkv.sw.cli_trace_hf`` exists, its
 ``add_subcommands(subparsers)`` adds more actions (real-model traces:
 ``dump-hf``, ``train-tiny``) to this subcommand's parser. An action it adds
-must ``set_defaults(trace_run=<callable(args) -> int>)``; :func:`run` calls it.
+must ``set_defaults(_trace_run=<callable(args) -> int>)``; :func:`run` calls it
+(``trace_run`` is accepted too).
 Only the absence of that module itself is ignored: an import error inside it
 surfaces. It is imported when the parser is built, so it must keep heavy
 imports (torch, transformers, numpy) inside its actions.
@@ -132,7 +133,7 @@ _ACTIONS = {"synth": _synth, "info": _info, "validate": _validate}
 
 
 def run(args):
-    extra = getattr(args, "trace_run", None)
+    extra = getattr(args, "_trace_run", None) or getattr(args, "trace_run", None)
     if extra is not None:
         return extra(args)
     return _ACTIONS[args.trace_cmd](args)

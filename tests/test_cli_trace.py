@@ -94,7 +94,7 @@ def test_extension_module_adds_actions(monkeypatch, capsys):
     def add_subcommands(sub):
         p = sub.add_parser("dump-hf", help="dump a model's attention")
         p.add_argument("--model")
-        p.set_defaults(trace_run=lambda args: calls.append(args.model) or 0)
+        p.set_defaults(_trace_run=lambda args: calls.append(args.model) or 0)
 
     fake = types.ModuleType(cli_trace._HF_MODULE)
     fake.add_subcommands = add_subcommands
