@@ -298,10 +298,15 @@ def dequantize_records(rec: Records):
 
 # --------------------------------------------------------------------------- packing
 
-def pack_data(codes, fmt):
+def data_layout(fmt, raw):
+    """Lane width of each record's ``data``: a raw-stored record holds FP16 lanes."""
+    return np.where(np.asarray(raw, dtype=bool), FP16, np.asarray(fmt, dtype=np.int64))
+
+
+def pack_data(codes, fmt, raw=False):
     """512-bit ``data`` field of each record as Python ints (lane i of width 16/8/4 at bit i*width)."""
     codes = np.asarray(codes, dtype=np.int64)
-    fmts = _as_fmts(fmt, codes.shape[0])
+    fmts = data_layout(_as_fmts(fmt, codes.shape[0]), raw)
     out = []
     for f, row in zip(fmts, codes):
         out.append(int.from_bytes(_data_bytes(row, f), "little"))
@@ -317,9 +322,9 @@ def _data_bytes(row, f):
     return (nib[0::2] | (nib[1::2] << 4)).tobytes()
 
 
-def unpack_data(words, fmt):
+def unpack_data(words, fmt, raw=False):
     """Inverse of :func:`pack_data`: (n, 32) int64 lane values of 512-bit ``data`` ints."""
-    fmts = _as_fmts(fmt, len(words))
+    fmts = data_layout(_as_fmts(fmt, len(words)), raw)
     raw = np.frombuffer(b"".join(int(w).to_bytes(64, "little") for w in words), dtype=np.uint8)
     raw = raw.reshape(len(words), 64).astype(np.int64)
     out = np.empty((len(words), LANES), dtype=np.int64)
