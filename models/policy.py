@@ -144,6 +144,8 @@ class PolicyParams:
     hw_pinned: int = 4
     #: hw: UQ0.16 sample a write folds into the EMA (credit of a freshly appended token)
     hw_write_sample: int = 16384
+    #: hw: UQ0.16 credit added (saturating) to a read's attention sample: a read counts even at low weight
+    hw_read_credit: int = 0
     #: bytes one entry moves between tiers (bytes-moved figures only)
     entry_bytes: int = DEFAULT_ENTRY_BYTES
 
@@ -151,7 +153,7 @@ class PolicyParams:
         "sinks": (0, MAX_POSITION + 1), "ema_alpha": (0, S.SCORE_MAX), "ema_tau": (S.TAU_MIN, S.TAU_MAX),
         "window": (0, 4096), "hw_alpha": (0, S.SCORE_MAX), "hw_tau": (S.TAU_MIN, S.TAU_MAX),
         "hw_bucket_bits": (0, 24), "hw_pinned": (0, MAX_POSITION + 1), "hw_write_sample": (0, S.SCORE_MAX),
-        "entry_bytes": (1, 1 << 20),
+        "hw_read_credit": (0, S.SCORE_MAX), "entry_bytes": (1, 1 << 20),
     }
 
     def check(self) -> "PolicyParams":
@@ -311,6 +313,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     hw_g = iparams[9]
     pinned = iparams[10]
     hw_wsample = iparams[11]
+    hw_rcredit = iparams[12]
     exp2 = _EXP2
     log2f = _LOG2F
     NEVER = _NEVER
@@ -427,7 +430,12 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                             dec = (ema_of[pp] * e + 0x8000) >> 16
                         else:
                             dec = 0
-                        smp = _to_uq16(x) if is_read else hw_wsample
+                        if is_read:
+                            smp = _to_uq16(x) + hw_rcredit
+                            if smp > 65535:
+                                smp = 65535
+                        else:
+                            smp = hw_wsample
                         ema_of[pp] = _ema_update(dec, smp, hw_alpha)
                     seen[pp] = 1
                     tlast_of[pp] = s
@@ -647,7 +655,7 @@ def policy_param_dict(policy: str, p: PolicyParams) -> dict:
     """The parameters that matter to ``policy`` (for reports)."""
     names = {"lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
              "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
-             "hw": ("hw_alpha", "hw_tau", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "window")}[policy]
+             "hw": ("hw_alpha", "hw_tau", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "hw_read_credit", "window")}[policy]
     return {k: getattr(p, k) for k in names}
 
 
@@ -668,7 +676,7 @@ def _iparams(p: PolicyParams) -> np.ndarray:
     ha, ht, _ = S.sanitize_config(p.hw_alpha, p.hw_tau)
     er, hr = S.decay_rate(et), S.decay_rate(ht)
     return np.array([p.sinks, ea, er.mant, er.shift, p.window, ha, hr.mant, hr.shift,
-                     hw_tau_ln2_q8(ht), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample], dtype=np.int64)
+                     hw_tau_ln2_q8(ht), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit], dtype=np.int64)
 
 
 def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | None = None,

@@ -1,0 +1,383 @@
+"""Policy simulator: the compiled replay core against deliberately simple, independent
+pure-Python implementations of the contract (lru, min) and of every other policy's rule
+(hw above all: the tracker RTL will be checked against this model event for event)."""
+import math
+import random
+
+import numpy as np
+import pytest
+
+from cxlkv.errors import CxlkvError
+from cxlkv.models import policy as P
+from cxlkv.models import scoring as S
+from cxlkv.models.trace import OP_READ, OP_WRITE, Trace
+
+
+# ---------------------------------------------------------------------------------------------
+# Random conformant traces
+# ---------------------------------------------------------------------------------------------
+
+def random_trace(seed, n=400, n_layers=2, n_kv_heads=2, n_pos=24, p_write=0.3, max_step_gap=3):
+    """Steps non-decreasing; scores dyadic (multiples of 2^-12) so every float sum is exact."""
+    rng = random.Random(seed)
+    step, layer, head, pos, op, score = [], [], [], [], [], []
+    s = rng.randrange(3)
+    for _ in range(n):
+        if rng.random() < 0.2:
+            s += rng.randrange(1, max_step_gap + 1)
+        w = rng.random() < p_write
+        step.append(s)
+        layer.append(rng.randrange(n_layers))
+        head.append(rng.randrange(n_kv_heads))
+        # skewed positions: some hot, some cold, sometimes far beyond
+        pos.append(min(int(rng.paretovariate(0.8)) - 1, n_pos - 1) if rng.random() < 0.6 else rng.randrange(n_pos))
+        op.append(OP_WRITE if w else OP_READ)
+        score.append(0.0 if w else rng.randrange(0, 4097) / 4096 * rng.choice((1, 1, 0.25, 0.01)))
+    return Trace(np.array(step, np.int32), np.array(layer, np.uint16), np.array(head, np.uint16),
+                 np.array(pos, np.uint32), np.array(op, np.uint8), np.array(score, np.float32),
+                 n_layers, n_kv_heads).validate()
+
+
+def events(trace):
+    for i in range(len(trace)):
+        yield (i, int(trace.step[i]), int(trace.layer[i]) * trace.n_kv_heads + int(trace.head[i]),
+               int(trace.pos[i]), int(trace.op[i]), float(trace.score[i]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent implementation of the contract's lru and min (lists, linear scans)
+# ---------------------------------------------------------------------------------------------
+
+def contract_replay(trace, policy, C):
+    """lru / min exactly as ../shared/spec/contracts.md words them. Returns (counts, victims)."""
+    ev = list(events(trace))
+    resident = {}      # queue -> list of positions
+    last_use = {}      # (queue, pos) -> event index of last access (lru)
+    reads = hits = evictions = 0
+    sum_reads = sum_hits = 0.0
+    victims = [-1] * len(ev)
+
+    def next_access(q, p, after):
+        for (i, _, qq, pp, _, _) in ev[after + 1:]:
+            if qq == q and pp == p:
+                return i
+        return math.inf
+
+    for (i, s, q, p, o, x) in ev:
+        res = resident.setdefault(q, [])
+        if o == OP_READ:
+            reads += 1
+            sum_reads += x
+        if p in res:
+            if o == OP_READ:
+                hits += 1
+                sum_hits += x
+        else:
+            if len(res) == C:
+                if policy == "lru":
+                    victim = min(res, key=lambda r: last_use[(q, r)])
+                else:
+                    # farthest next access; never again = infinitely far; ties: smallest position
+                    victim = max(res, key=lambda r: (next_access(q, r, i), -r))
+                res.remove(victim)
+                evictions += 1
+                victims[i] = victim
+            res.append(p)
+        last_use[(q, p)] = i
+    return dict(reads=reads, read_hits=hits, evictions=evictions,
+                attention_recall=sum_hits / sum_reads if sum_reads else 0.0), victims
+
+
+@pytest.mark.parametrize("policy", ["lru", "min"])
+@pytest.mark.parametrize("seed", range(12))
+def test_lru_min_equal_the_contract(policy, seed):
+    rng = random.Random(1000 + seed)
+    trace = random_trace(seed, n=rng.choice((50, 300, 600)), n_pos=rng.choice((4, 12, 40)),
+                         p_write=rng.choice((0.0, 0.3, 0.8)))
+    for C in (1, 2, 3, 7):
+        want, want_victims = contract_replay(trace, policy, C)
+        r = P.replay(trace, policy, C, record_victims=True)
+        got = r.summary()
+        assert {k: got[k] for k in want} == want, (policy, seed, C)
+        assert list(r.victims) == want_victims
+        assert got["fills"] == got["reads"] - got["read_hits"]
+        assert got["hit_rate"] == (got["read_hits"] / got["reads"] if got["reads"] else 0.0)
+
+
+def test_contract_worked_example():
+    """One queue, C = 2: the sequence 1 2 3 1 2 4 1 under lru and min, by hand."""
+    seq = [1, 2, 3, 1, 2, 4, 1]
+    t = Trace(np.arange(7, dtype=np.int32), np.zeros(7, np.uint16), np.zeros(7, np.uint16),
+              np.array(seq, np.uint32), np.zeros(7, np.uint8), np.full(7, 0.5, np.float32), 1, 1)
+    lru = P.replay(t, "lru", 2, record_victims=True)
+    mn = P.replay(t, "min", 2, record_victims=True)
+    # lru: every access misses (cyclic over 3 > 2 entries), victims 1, 2, 3, 1, 2
+    assert lru.summary()["read_hits"] == 0
+    assert list(lru.victims) == [-1, -1, 1, 2, 3, 1, 2]
+    # min: 3 evicts 2 (next use 4, farther than 1's 3)... by hand: hits at 1(i=3), 1(i=6)
+    assert list(mn.victims) == [-1, -1, 2, -1, 3, 2, -1]
+    assert mn.summary()["read_hits"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent implementation of every other policy (dicts, linear scans, scoring's functions)
+# ---------------------------------------------------------------------------------------------
+
+def hw_reference_key(meta, p, s, sample, params, rate, tln, prefetch):
+    """hw's metadata update for an access (sample folded) or a prefetch insert (nothing folded)."""
+    ema, t_last, seen = meta.get(p, (0, 0, False))
+    dec = P.hw_decay(ema, S.step_age(t_last, s), rate) if seen else 0
+    ema = dec if prefetch else S.ema_update(dec, sample, params.hw_alpha or 1)
+    meta[p] = (ema, s, True)
+    return (s + P.hw_retention(ema, tln)) >> params.hw_bucket_bits
+
+
+def reference_replay(trace, policy, C, params):
+    """Every policy by its rule in docs/policy.md, written for clarity, not speed."""
+    ev = list(events(trace))
+    qlist = {}
+    for e in ev:
+        qlist.setdefault(e[2], []).append(e)
+    a_ema, t_ema, _ = S.sanitize_config(params.ema_alpha, params.ema_tau)
+    a_hw, t_hw, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
+    rate_hw, rate_ema = S.decay_rate(t_hw), S.decay_rate(t_ema)
+    tln = P.hw_tau_ln2_q8(t_hw)
+    params = P.PolicyParams(**{**params.__dict__, "hw_alpha": a_hw, "ema_alpha": a_ema})
+    W = params.window
+    tot = dict(reads=0, read_hits=0, evictions=0, prefetches=0, prefetch_hits=0, no_victim=0, fills=0)
+    sum_reads = sum_hits = 0.0
+    victims = [-1] * len(ev)
+    for q, qev in qlist.items():
+        res = {}          # pos -> (key, prefetched)
+        meta = {}         # hw: pos -> (ema, t_last, seen); ema: pos -> (ema, t_last)
+        acc = {}
+        seq = 0
+        newest = -1
+        for (i, s, _, p, o, x) in qev:
+            newest = max(newest, p)
+            if o == OP_READ:
+                tot["reads"] += 1
+                sum_reads += x
+            todo = [(p, False)]
+            if W and o == OP_READ:
+                todo += [(pp, True) for pp in range(max(0, p - W), min(newest, p + W) + 1) if pp != p]
+            for (pp, is_pf) in todo:
+                if is_pf and pp in res:
+                    continue
+                seq += 1
+                sample = min(P.score_to_uq16(x) + params.hw_read_credit, 65535) if o == OP_READ \
+                    else params.hw_write_sample
+                if policy == "hw":
+                    key = (hw_reference_key(meta, pp, s, sample, params, rate_hw, tln, is_pf), seq)
+                elif policy in ("ema", "ema+prefetch"):
+                    e, _ = meta.get(pp, (0, 0))
+                    if o == OP_READ and not is_pf:
+                        e = S.ema_update(e, P.score_to_uq16(x), params.ema_alpha)
+                    meta[pp] = (e, s)
+                    key = seq
+                elif policy == "h2o":
+                    if o == OP_READ and not is_pf:
+                        acc[pp] = acc.get(pp, 0.0) + x
+                    key = (acc.get(pp, 0.0), seq)
+                elif policy == "tova":
+                    w = 0.0 if is_pf else (min(x, 1.0) if o == OP_READ else 1.0)
+                    key = (s + 0.5 * w, seq)
+                elif policy == "streaming":
+                    key = ((1 if pp < params.sinks else 0), pp)
+                else:
+                    raise AssertionError(policy)
+                if pp in res:
+                    if o == OP_READ and not is_pf:
+                        tot["read_hits"] += 1
+                        sum_hits += x
+                        if res[pp][1]:
+                            tot["prefetch_hits"] += 1
+                    res[pp] = (key, False)
+                    continue
+                if not is_pf and o == OP_READ:
+                    tot["fills"] += 1
+                if is_pf:
+                    tot["prefetches"] += 1
+                if len(res) == C:
+                    if policy in ("ema", "ema+prefetch"):
+                        def prio(r):
+                            e, tl = meta[r]
+                            pr = S.priority_from_recency(e, S.recency_fixed(S.step_age(tl, s), rate_ema))
+                            return (-pr, res[r][0])
+                        cand = list(res)
+                        victim = min(cand, key=prio)
+                    else:
+                        cand = [r for r in res if not (policy == "hw" and r < params.hw_pinned)]
+                        if not cand:
+                            tot["no_victim"] += 1
+                            if not is_pf:
+                                victims[i] = -2
+                            continue
+                        victim = min(cand, key=lambda r: res[r][0])
+                    del res[victim]
+                    tot["evictions"] += 1
+                    if not is_pf:
+                        victims[i] = victim
+                res[pp] = (key, is_pf)
+    tot["attention_recall"] = sum_hits / sum_reads if sum_reads else 0.0
+    return tot, victims
+
+
+POLICY_CASES = [
+    ("h2o", {}), ("tova", {}), ("streaming", {"sinks": 2}), ("streaming", {"sinks": 0}),
+    ("ema", {}), ("ema", {"ema_alpha": 40000, "ema_tau": 3}),
+    ("ema+prefetch", {"window": 2}), ("ema+prefetch", {"window": 1, "ema_tau": 5}),
+    ("hw", {}), ("hw", {"hw_tau": 2, "hw_bucket_bits": 0, "hw_pinned": 0}),
+    ("hw", {"hw_tau": 300, "hw_alpha": 65535, "hw_bucket_bits": 3, "hw_pinned": 3, "hw_write_sample": 0}),
+    ("hw", {"hw_tau": 9, "hw_alpha": 0, "hw_read_credit": 9000, "hw_write_sample": 65535}),
+    ("hw", {"window": 2, "hw_pinned": 1, "hw_tau": 20}),
+]
+
+
+@pytest.mark.parametrize("policy,overrides", POLICY_CASES)
+@pytest.mark.parametrize("seed", range(6))
+def test_policy_core_equals_reference(policy, overrides, seed):
+    rng = random.Random(seed * 7919 + len(overrides))
+    trace = random_trace(seed + 50, n=rng.choice((100, 400)), n_pos=rng.choice((6, 20, 40)),
+                         p_write=rng.choice((0.1, 0.4)), max_step_gap=rng.choice((1, 40)))
+    params = P.make_params(policy, **overrides)
+    for C in (1, 2, 5):
+        want, want_victims = reference_replay(trace, policy, C, params)
+        r = P.replay(trace, policy, C, params=params, record_victims=True)
+        got = r.summary()
+        assert {k: got[k] for k in want} == want, (policy, overrides, seed, C)
+        assert list(r.victims) == want_victims, (policy, overrides, seed, C)
+
+
+def test_hw_pinned_full_queue_bypasses_and_counts():
+    """C <= pinned: nothing is evictable; the miss is served without insertion, counted."""
+    t = Trace(np.zeros(4, np.int32), np.zeros(4, np.uint16), np.zeros(4, np.uint16),
+              np.array([0, 1, 2, 0], np.uint32), np.array([1, 1, 0, 0], np.uint8),
+              np.array([0, 0, 0.5, 0.5], np.float32), 1, 1)
+    r = P.replay(t, "hw", 2, hw_pinned=4, record_victims=True)
+    s = r.summary()
+    assert s["no_victim"] == 1 and s["evictions"] == 0 and s["read_hits"] == 1
+    assert list(r.victims) == [-1, -1, -2, -1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixed-point pieces: the numba mirrors equal the Python definitions (and scoring's)
+# ---------------------------------------------------------------------------------------------
+
+def test_numba_mirrors_equal_python_definitions():
+    rng = random.Random(7)
+    for tau in (1, 2, 17, 64, 1000, 65535, 1 << 20):
+        rate = S.decay_rate(tau)
+        for _ in range(300):
+            age = rng.choice((0, 1, rng.randrange(64), rng.randrange(1 << 24)))
+            assert P._recency(age, rate.mant, rate.shift, P._EXP2) == S.recency_fixed(age, rate)
+            last, cur = rng.randrange(1 << 31), rng.randrange(1 << 31)
+            assert P._step_age(last, cur) == S.step_age(last, cur)
+    for _ in range(3000):
+        ema, smp, a = rng.randrange(65536), rng.randrange(65536), rng.randrange(65536)
+        assert P._ema_update(ema, smp, a) == S.ema_update(ema, smp, a)
+    for tau in (1, 3, 64, 999, 1 << 20):
+        tln = P.hw_tau_ln2_q8(tau)
+        for ema in [0, 1, 2, 255, 256, 257, 65535] + [rng.randrange(65536) for _ in range(500)]:
+            assert P._hw_retention(ema, tln, P._LOG2F) == P.hw_retention(ema, tln)
+    for x in [0.0, 1.0, 2.5, 1e-9, 0.5 / 65536, 1.5 / 65536, 0.99999] + [rng.random() for _ in range(500)]:
+        assert P._to_uq16(np.float32(x)) == P.score_to_uq16(np.float32(x))
+
+
+def test_hw_log2_and_retention_against_floats():
+    for ema in range(1, 65536):
+        l = P.hw_log2_q8(ema) / 256
+        # truncated mantissa (log2(1 + 2^-8)) plus the ROM's rounding (2^-9)
+        assert abs(l - math.log2(ema)) <= math.log2(1 + 2 ** -8) + 2 ** -9
+    # tau*ln(ema) in whole steps: truncation (1 step) + the log's error + tau*ln2's rounding
+    for tau in (1, 64, 1000):
+        tln = P.hw_tau_ln2_q8(tau)
+        for ema in range(1, 65536, 37):
+            f = P.hw_retention(ema, tln)
+            assert abs(f - tau * math.log(ema)) <= 1 + tau * math.log(2) * 0.0077 + 0.05
+    assert P.LOG2_FRAC_Q8[0] == 0 and P.LOG2_FRAC_Q8[255] == 255 and len(P.LOG2_FRAC_Q8) == 256
+    rate = S.decay_rate(64)
+    assert P.hw_decay(1000, 0, rate) == 1000 and P.hw_decay(65535, 64 * 30, rate) == 0
+
+
+def test_hw_deadline_orders_like_the_decayed_ema():
+    """The point of the key: ranking by D = t + τ·ln(ema) is ranking by ema·exp(-(now - t)/τ),
+    at any later time, with no rescoring (up to the fixed point's rounding)."""
+    tau = 50
+    tln = P.hw_tau_ln2_q8(tau)
+    rng = random.Random(3)
+    agree = total = 0
+    for _ in range(2000):
+        (e1, t1), (e2, t2) = [(rng.randrange(1, 65536), rng.randrange(0, 400)) for _ in range(2)]
+        now = 400 + rng.randrange(100)
+        d1, d2 = t1 + P.hw_retention(e1, tln), t2 + P.hw_retention(e2, tln)
+        v1, v2 = e1 * math.exp(-(now - t1) / tau), e2 * math.exp(-(now - t2) / tau)
+        if abs(math.log(v1 / v2)) * tau > 3:     # clearly different: must agree
+            total += 1
+            agree += (d1 < d2) == (v1 < v2)
+    assert agree == total > 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters, budgets, errors
+# ---------------------------------------------------------------------------------------------
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(CxlkvError, match="unknown policy"):
+        P.make_params("fifo")
+    with pytest.raises(CxlkvError, match="unknown policy parameter"):
+        P.make_params("hw", hw_taux=3)
+    with pytest.raises(CxlkvError, match="hw_tau"):
+        P.make_params("hw", hw_tau=0)
+    with pytest.raises(CxlkvError, match="does not prefetch"):
+        P.make_params("min", window=2)
+    with pytest.raises(CxlkvError, match="does not prefetch"):
+        P.make_params("lru", window=2)
+    t = random_trace(1, n=20)
+    with pytest.raises(CxlkvError, match="entries"):
+        P.replay(t, "lru", 0)
+    assert P.make_params("ema+prefetch").window == 4
+
+
+def test_percentage_budget():
+    t = random_trace(2, n=200, n_pos=40)
+    ctx = int(t.pos.max()) + 1
+    assert P.entries_from_budget(t, 100) == ctx
+    assert P.entries_from_budget(t, 10) == math.ceil(ctx / 10)
+    with pytest.raises(CxlkvError):
+        P.entries_from_budget(t, 0)
+    with pytest.raises(CxlkvError):
+        P.entries_from_budget(t, 101)
+
+
+def test_position_limit_and_empty_trace():
+    t = random_trace(3, n=10)
+    t.pos[4] = P.MAX_POSITION + 1
+    with pytest.raises(CxlkvError, match="event 4"):
+        P.replay(t, "lru", 4)
+    e = Trace(*(np.zeros(0, d) for d in (np.int32, np.uint16, np.uint16, np.uint32, np.uint8, np.float32)), 1, 1)
+    s = P.replay(e, "hw", 4).summary()
+    assert s["events"] == 0 and s["hit_rate"] == 0.0
+
+
+def test_prefetch_counts_and_bytes():
+    """One queue, no evictions: writes 0 and 10; a read of 5 (a fill) with W = 2 prefetches 3, 4, 6, 7;
+    a read of 4 hits a prefetched entry and prefetches 2; a read of 7 hits one and prefetches 8, 9."""
+    pos = [0, 10, 5, 4, 7]
+    n = len(pos)
+    t = Trace(np.zeros(n, np.int32), np.zeros(n, np.uint16), np.zeros(n, np.uint16), np.array(pos, np.uint32),
+              np.array([1, 1, 0, 0, 0], np.uint8), np.array([0, 0, 0.5, 0.25, 0.25], np.float32), 1, 1)
+    for policy in ("ema+prefetch", "hw"):
+        s = P.replay(t, policy, 20, window=2).summary()
+        assert (s["fills"], s["read_hits"], s["prefetches"], s["prefetch_hits"]) == (1, 2, 7, 2)
+        assert s["prefetch_accuracy"] == 2 / 7
+        assert s["bytes_moved"] == 8 * P.DEFAULT_ENTRY_BYTES
+        assert s["demand_bytes"] == P.DEFAULT_ENTRY_BYTES
+
+
+def test_per_queue_figures_sum_to_the_totals():
+    t = random_trace(4, n=500, n_layers=3, n_kv_heads=2)
+    s = P.replay(t, "hw", 3).summary(per_queue=True)
+    assert len(s["per_queue"]) == 6
+    for k in ("reads", "read_hits", "evictions", "writes", "fills"):
+        assert sum(row[k] for row in s["per_queue"]) == s[k]
