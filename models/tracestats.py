@@ -64,6 +64,9 @@ def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD
         "max_pos": int(pos.max()) if n else None,
         "generator": trace.meta.get("generator"), "family": trace.meta.get("family"),
     }
+    if trace.meta.get("generator") == "cxlkv.models.tracegen":
+        # What the generator saw of the full rows, before keeping only the top-k.
+        out["full_rows"] = {k: trace.meta.get(k) for k in ("topk_mass_mean", "row_near_zero_mean")}
     if not is_read.any():
         out.update(rows=0, decode_steps=0)
         return out
@@ -223,6 +226,10 @@ def format_stats(s: dict) -> str:
                  f"{s.get('decode_steps', 0)} with reads), max pos {_fmt(s['max_pos'])}")
     if s.get("family"):
         add("family", f"{s['family']} ({s.get('generator')})")
+    if s.get("full_rows"):
+        fr = s["full_rows"]
+        add("full rows, sparse layers", f"reads hold {_fmt(fr['topk_mass_mean'], True)} of the row; "
+                                        f"{_fmt(fr['row_near_zero_mean'], True)} of entries < 1% of row max")
     if s.get("rows"):
         rp = s["reads_per_row"]
         add("reads per step per queue", f"mean {rp['mean']:.1f}, min {rp['min']:.0f}, max {rp['max']:.0f}"

@@ -1,4 +1,6 @@
 """Synthetic trace families: determinism, contract conformance, normalised rows, clean errors."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,23 @@ def test_load_params(tmp_path):
 def test_bad_geometry_and_parameters(kwargs, message):
     with pytest.raises(CxlkvError, match=message):
         G.synth("mixed", **kwargs)
+
+
+# --- docs/tracegen.md shows what the code does -------------------------------------------------------
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tracegen.md"
+
+
+@pytest.mark.parametrize("family", G.FAMILIES)
+def test_docs_show_current_info_tables(family):
+    """The page's `trace info` block for each family is what the generator produces now."""
+    table = f"{family}.npz\n" + S.format_stats(_family(family)[1])
+    assert f"```text\n{table}\n```" in DOC.read_text(), \
+        f"docs/tracegen.md: the {family} table is stale; regenerate it with the command the page gives"
+
+
+def test_docs_list_current_presets():
+    text = DOC.read_text()
+    for family, preset in G.FAMILY_PRESETS.items():
+        row = f"| `{family}` | `{' '.join(f'{k}={v}' for k, v in preset.items())}` |"
+        assert row in text, f"docs/tracegen.md: preset row of {family} is stale"
