@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # Parallel pytest workers: the machines have two cores.
 JOBS ?= 2
 
-.PHONY: all venv verilog lint sim test bench formal clean help
+.PHONY: all venv verilog lint sim test bench formal regmap clean help
 all: sim
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "make test     the whole test suite (models, Amaranth sim, cocotb, formal)"
 	@echo "make bench    run the benchmarks, merge into $(BUILD)/bench.json"
 	@echo "make formal   SymbiYosys proofs"
+	@echo "make regmap   regenerate the register table, C header and docs from hdl/regs.rdl"
 	@echo "make clean    remove $(BUILD)/"
 
 $(STAMP): pyproject.toml setup.py
@@ -49,6 +50,9 @@ bench: $(STAMP)
 
 formal: $(STAMP)
 	$(PY) -m cxlkv.tb.formal
+
+regmap: $(STAMP)
+	$(PY) -m cxlkv.sw.regmap_gen
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,280 @@
+"""Register block: an AXI4-Lite slave generated from the register map table.
+
+The table (cxlkv.models.regmap) is generated from ``hdl/regs.rdl``; this
+component is built from it at elaboration, so register layout, resets,
+access rules and range checks have one source. Behaviour is that of the
+golden model cxlkv.models.regs (see docs/regs.md); tb/regs checks it with
+cocotbext-axi against the model.
+
+Ports, per field of the table (``<register>_<field>``, lower case):
+
+* software-writable configuration fields: ``Out(width)``;
+* ``singlepulse`` fields: ``Out(1)``, high for one cycle after a write of 1;
+* ``hwset`` sticky bits: ``In(1)`` named ``..._set``: a pulse sets the bit
+  (a set in the same cycle as a software clear wins);
+* hardware-driven fields (status, geometry, counters): ``In(width)``;
+* ``ext``: the window for external registers and memories: a one-cycle
+  ``re``/``we`` strobe with ``addr``/``wdata``/``wstrb``; the responder answers
+  ``rdata``/``err`` on the following cycle.
+* ``irq``: ``(IRQ_STATUS & IRQ_ENABLE) != 0``.
+
+One transaction at a time: a write needs AW and W together; B or R follows
+after 2 cycles (3 for external targets).
+"""
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from cxlkv.models import regmap
+from cxlkv.models.regdefs import Field, Register
+from cxlkv.models.regs import INTERNAL_FIELDS, OKAY, SLVERR
+
+ADDR_WIDTH = 12          # 4 KiB window
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """AXI4-Lite, 32-bit data, from the master's side (a slave port is ``In(...)``)."""
+
+    def __init__(self, addr_width=ADDR_WIDTH):
+        super().__init__({
+            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(32), "wstrb": Out(4), "wvalid": Out(1), "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(32), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+
+class ExternalSignature(wiring.Signature):
+    """External register/memory window, from the register block's side."""
+
+    def __init__(self, addr_width=ADDR_WIDTH):
+        super().__init__({
+            "addr": Out(addr_width), "re": Out(1), "we": Out(1), "wdata": Out(32), "wstrb": Out(4),
+            "rdata": In(32), "err": In(1),
+        })
+
+
+def port_name(reg: Register, f: Field) -> str:
+    return f"{reg.name.lower()}_{f.name}"
+
+
+def _field_kind(reg: Register, f: Field) -> str:
+    if (reg.name, f.name) in INTERNAL_FIELDS:
+        return "internal"
+    if f.singlepulse:
+        return "pulse"
+    if f.hwset:
+        return "sticky"
+    if f.sw_writable:
+        return "woclr" if f.woclr else "config"
+    if f.hw_driven:
+        return "input"
+    return "const"
+
+
+class RegisterBlock(wiring.Component):
+    """The controller's CSR block, generated from ``cxlkv.models.regmap``."""
+
+    def __init__(self, addr_width=ADDR_WIDTH):
+        self.addr_width = addr_width
+        members = {"s_axil": In(AXI4LiteSignature(addr_width)), "ext": Out(ExternalSignature(addr_width)),
+                   "irq": Out(1)}
+        for reg in regmap.REGISTERS:
+            if reg.external:
+                continue
+            for f in reg.fields:
+                kind = _field_kind(reg, f)
+                name = port_name(reg, f)
+                if kind == "config":
+                    members[name] = Out(f.width, init=f.reset or 0)
+                elif kind == "pulse":
+                    members[name] = Out(1)
+                elif kind == "sticky":
+                    members[f"{name}_set"] = In(1)
+                elif kind == "input":
+                    members[name] = In(f.width)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axil
+        aw = self.addr_width
+
+        # storage of every software-held, sticky and internal field
+        store = {}
+        for reg in regmap.REGISTERS:
+            if reg.external:
+                continue
+            for f in reg.fields:
+                kind = _field_kind(reg, f)
+                if kind in ("config", "woclr", "sticky", "internal"):
+                    store[(reg.name, f.name)] = Signal(f.width, init=f.reset or 0,
+                                                       name=f"r_{port_name(reg, f)}")
+                if kind == "config":
+                    m.d.comb += getattr(self, port_name(reg, f)).eq(store[(reg.name, f.name)])
+
+        def field_value(reg, f):
+            kind = _field_kind(reg, f)
+            if kind == "pulse":
+                return Const(0, f.width)
+            if kind == "input":
+                return getattr(self, port_name(reg, f))
+            if kind == "const":
+                return Const(f.reset or 0, f.width)
+            return store[(reg.name, f.name)]
+
+        def reg_value(reg):
+            value = Signal(reg.width, name=f"v_{reg.name.lower()}")
+            for f in reg.fields:
+                m.d.comb += value[f.lsb:f.lsb + f.width].eq(field_value(reg, f))
+            return value
+
+        values = {reg.name: reg_value(reg) for reg in regmap.REGISTERS if not reg.external}
+        m.d.comb += self.irq.eq((values["IRQ_STATUS"] & values["IRQ_ENABLE"]).any())
+
+        addr = Signal(aw)
+        wdata = Signal(32)
+        wstrb = Signal(4)
+        resp = Signal(2)
+        rdata = Signal(32)
+        hi_latch = {reg.name: Signal(32, name=f"hi_{reg.name.lower()}")
+                    for reg in regmap.REGISTERS if reg.words == 2}
+        bmask = Signal(32)
+        m.d.comb += bmask.eq(Cat(*[wstrb[i].replicate(8) for i in range(4)]))
+
+        ext_hit = Signal()          # addr selects an external register or a memory window
+        ext_cases = [r.offset for r in regmap.REGISTERS if r.external]
+        hit = Const(0, 1)
+        for off in ext_cases:
+            hit = hit | (addr == off)
+        for mem in regmap.MEMORIES:
+            hit = hit | ((addr >= mem.offset) & (addr < mem.offset + mem.size) & (addr[:2] == 0))
+        m.d.comb += ext_hit.eq(hit)
+        mem_hit = Const(0, 1)
+        for mem in regmap.MEMORIES:
+            mem_hit = mem_hit | ((addr >= mem.offset) & (addr < mem.offset + mem.size))
+
+        m.d.comb += [self.ext.addr.eq(addr), self.ext.wdata.eq(wdata), self.ext.wstrb.eq(wstrb)]
+
+        pulses = {}
+        for reg in regmap.REGISTERS:
+            for f in reg.fields:
+                if not reg.external and _field_kind(reg, f) == "pulse":
+                    pulses[(reg.name, f.name)] = getattr(self, port_name(reg, f))
+                    m.d.sync += getattr(self, port_name(reg, f)).eq(0)
+
+        def reject():
+            m.d.sync += [store[("STATUS", "cfg_reject")].eq(1), store[("IRQ_STATUS", "cfg_reject")].eq(1),
+                         store[("REJECT_ADDR", "addr")].eq(addr), resp.eq(SLVERR)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(bus.awvalid & bus.wvalid):
+                    m.d.comb += [bus.awready.eq(1), bus.wready.eq(1)]
+                    # byte lanes come from WSTRB: the low address bits are ignored (AXI4-Lite)
+                    m.d.sync += [addr.eq(bus.awaddr & ~3), wdata.eq(bus.wdata), wstrb.eq(bus.wstrb)]
+                    m.next = "WRITE"
+                with m.Elif(bus.arvalid):
+                    m.d.comb += bus.arready.eq(1)
+                    m.d.sync += addr.eq(bus.araddr & ~3)
+                    m.next = "READ"
+
+            with m.State("WRITE"):
+                m.d.sync += resp.eq(SLVERR)               # unless a case below accepts it
+                with m.If(ext_hit & ~mem_hit):
+                    m.d.comb += self.ext.we.eq(1)
+                    m.next = "WRITE_EXT"
+                with m.Else():
+                    m.next = "BRESP"
+                    with m.Switch(addr):
+                        for reg in regmap.REGISTERS:
+                            if reg.external or not reg.sw_writable or reg.words != 1:
+                                continue
+                            with m.Case(reg.offset):
+                                self._write_register(m, reg, store, pulses, wdata, bmask, resp, reject)
+
+            with m.State("WRITE_EXT"):
+                m.d.sync += resp.eq(Mux(self.ext.err, SLVERR, OKAY))
+                m.next = "BRESP"
+
+            with m.State("BRESP"):
+                m.d.comb += [bus.bvalid.eq(1), bus.bresp.eq(resp)]
+                with m.If(bus.bready):
+                    m.next = "IDLE"
+
+            with m.State("READ"):
+                m.d.sync += [rdata.eq(0), resp.eq(SLVERR)]
+                with m.If(ext_hit):
+                    m.d.comb += self.ext.re.eq(1)
+                    m.next = "READ_EXT"
+                with m.Else():
+                    m.next = "RRESP"
+                    with m.Switch(addr):
+                        for reg in regmap.REGISTERS:
+                            if reg.external:
+                                continue
+                            v = values[reg.name]
+                            if reg.words == 1:
+                                with m.Case(reg.offset):
+                                    m.d.sync += [rdata.eq(v), resp.eq(OKAY)]
+                            else:
+                                with m.Case(reg.offset):
+                                    m.d.sync += [rdata.eq(v[:32]), resp.eq(OKAY), hi_latch[reg.name].eq(v[32:])]
+                                with m.Case(reg.offset + 4):
+                                    m.d.sync += [rdata.eq(hi_latch[reg.name]), resp.eq(OKAY)]
+
+            with m.State("READ_EXT"):
+                m.d.sync += [rdata.eq(Mux(self.ext.err, 0, self.ext.rdata)), resp.eq(Mux(self.ext.err, SLVERR, OKAY))]
+                m.next = "RRESP"
+
+            with m.State("RRESP"):
+                m.d.comb += [bus.rvalid.eq(1), bus.rdata.eq(rdata), bus.rresp.eq(resp)]
+                with m.If(bus.rready):
+                    m.next = "IDLE"
+
+        # hardware events last: a set in the same cycle as a software clear wins
+        for reg in regmap.REGISTERS:
+            for f in reg.fields:
+                if not reg.external and _field_kind(reg, f) == "sticky":
+                    with m.If(getattr(self, f"{port_name(reg, f)}_set")):
+                        m.d.sync += store[(reg.name, f.name)].eq(1)
+        return m
+
+    @staticmethod
+    def _write_register(m, reg, store, pulses, wdata, bmask, resp, reject):
+        """Apply a software write to ``reg`` (all or nothing), or refuse it."""
+        checks = []
+        updates = []
+        for f in reg.fields:
+            if not f.sw_writable:
+                continue
+            kind = _field_kind(reg, f)
+            sl = slice(f.lsb, f.lsb + f.width)
+            written = (wdata & bmask)[sl]
+            if kind in ("woclr", "sticky") or (kind == "internal" and f.woclr):
+                cur = store[(reg.name, f.name)]
+                updates.append(cur.eq(cur & ~written))
+            elif kind == "pulse":
+                updates.append(pulses[(reg.name, f.name)].eq(written.any()))
+            else:
+                cur = store[(reg.name, f.name)]
+                new = Signal(f.width, name=f"new_{reg.name.lower()}_{f.name}")
+                m.d.comb += new.eq((cur & ~bmask[sl]) | written)
+                if f.range_min is not None and f.range_min > 0:
+                    checks.append(new < f.range_min)
+                if f.range_max is not None and f.range_max < (1 << f.width) - 1:
+                    checks.append(new > f.range_max)
+                updates.append(cur.eq(new))
+        bad = Const(0, 1)
+        for c in checks:
+            bad = bad | c
+        with m.If(bad):
+            reject()
+        with m.Else():
+            m.d.sync += updates
+            m.d.sync += resp.eq(OKAY)
+
+
+def verilog_tops():
+    return {"regs": lambda: RegisterBlock()}

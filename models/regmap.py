@@ -1,0 +1,177 @@
+"""Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
+from cxlkv.models.regdefs import Field, Memory, Register
+
+SOURCE_SHA256 = "8a7b97704e23a57dbf454d42155fb69bfd92b9a62e1a1c3545e711ffd5a28f79"
+
+REGISTERS = (
+    Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
+        Field('magic', 0, 32, 'r', 'na', 0x43584b56, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Magic 0x43584B56 ('CXKV')."),
+    )),
+    Register('VERSION', 0x004, 32, external=False, desc='Version', fields=(
+        Field('minor', 0, 16, 'r', 'na', 0x1, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
+        Field('major', 16, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Major version; the driver refuses a major it does not know.'),
+    )),
+    Register('GEOMETRY', 0x008, 32, external=False, desc='Tracked geometry, fixed at synthesis.', fields=(
+        Field('n_layers', 0, 16, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Number of layers.'),
+        Field('n_kv_heads', 16, 16, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='KV heads per layer (queues = n_layers x n_kv_heads).'),
+    )),
+    Register('GEOMETRY2', 0x00c, 32, external=False, desc='Geometry 2', fields=(
+        Field('entries_log2', 0, 6, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the positions each queue can track.'),
+        Field('bitags', 8, 8, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='BITags the BI-snoop engine can have outstanding.'),
+        Field('coldlist_depth', 16, 16, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Depth of the cold-list ring, entries.'),
+    )),
+    Register('CAPS', 0x010, 32, external=False, desc='Which blocks this build contains.', fields=(
+        Field('tracker', 0, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Access tracker and victim selection.'),
+        Field('scoring', 1, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='EMA scoring pipeline.'),
+        Field('prefetch', 2, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Prefetch engine.'),
+        Field('phase', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Phase detector.'),
+        Field('quant', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Quantizer.'),
+        Field('bisnoop', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Back-Invalidate snoop engine.'),
+    )),
+    Register('SCRATCH', 0x014, 32, external=False, desc='Read/write register with no effect, for bus checks.', fields=(
+        Field('value', 0, 32, 'rw', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('CONTROL', 0x020, 32, external=False, desc='Control', fields=(
+        Field('enable', 0, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Policy logic enabled (0: the device behaves as passive memory).'),
+        Field('decode_lock', 1, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Host marks all queues as in active decode: no victims are taken from them.'),
+        Field('phase_override', 2, 2, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=2, desc='Phase override: 0 automatic, 1 force prefill, 2 force decode.'),
+        Field('counters_clear', 8, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=True, hwset=False, range_min=None, range_max=None, desc='Write 1: clear every counter (reads as 0).'),
+    )),
+    Register('STATUS', 0x024, 32, external=False, desc='Status', fields=(
+        Field('phase', 0, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Current phase: 0 prefill, 1 decode.'),
+        Field('cfg_error', 1, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='ALPHA/TAU hold values the scoring unit cannot honour and clamps.'),
+        Field('cfg_reject', 2, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A write was refused since the last clear (write 1 to clear). Set by the register block itself.'),
+        Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Scoring unit recomputing decay constants after a TAU change.'),
+        Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
+    )),
+    Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
+        Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write. Set by the register block itself.'),
+    )),
+    Register('ALPHA', 0x030, 32, external=False, desc='EMA weight', fields=(
+        Field('value', 0, 16, 'rw', 'r', 0x1000, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=65535, desc='alpha, UQ0.16.'),
+    )),
+    Register('TAU', 0x034, 32, external=False, desc='Recency time constant', fields=(
+        Field('value', 0, 21, 'rw', 'r', 0x3e8, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=1048576, desc='tau in decode steps.'),
+    )),
+    Register('PREFETCH', 0x038, 32, external=False, desc='Prefetch', fields=(
+        Field('window', 0, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=64, desc='Window W: fetch the missing positions of [P-W, P+W].'),
+        Field('trigger', 8, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Trigger: 0 demand misses, 1 every read.'),
+        Field('overflow_stall', 9, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Queue overflow: 0 drop oldest, 1 stall.'),
+        Field('rate_issues', 16, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Issue at most this many prefetches per rate period (0: unlimited).'),
+    )),
+    Register('PREFETCH_PERIOD', 0x03c, 32, external=False, desc='Prefetch rate period', fields=(
+        Field('cycles', 0, 16, 'rw', 'r', 0x40, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=None, desc='Rate-limit period in cycles.'),
+    )),
+    Register('PHASE_CFG', 0x040, 32, external=False, desc='Phase detector', fields=(
+        Field('ratio', 0, 8, 'rw', 'r', 0xa, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=None, desc='Decode when reads exceed ratio x writes over the window.'),
+        Field('window_log2', 8, 5, 'rw', 'r', 0xc, woclr=False, singlepulse=False, hwset=False, range_min=4, range_max=24, desc='log2 of the window, in events.'),
+        Field('hysteresis', 16, 8, 'rw', 'r', 0x2, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=None, desc='Hysteresis: consecutive windows before a change.'),
+    )),
+    Register('QUEUE_BUDGET', 0x044, 32, external=False, desc='Queue budget', fields=(
+        Field('entries', 0, 18, 'rw', 'r', 0x400, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=131072, desc='Fast-tier entries per queue (C).'),
+    )),
+    Register('PINS', 0x048, 32, external=False, desc='Pinned positions', fields=(
+        Field('first_n', 0, 8, 'rw', 'r', 0x4, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=64, desc='Positions 0..N-1 of every queue are pinned (attention sinks): never victims.'),
+    )),
+    Register('WATERMARKS', 0x04c, 32, external=False, desc='Fast-tier watermarks', fields=(
+        Field('high', 0, 16, 'rw', 'r', 0xf000, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Start background eviction above this fill, UQ0.16 of the budget.'),
+        Field('low', 16, 16, 'rw', 'r', 0xe000, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Stop background eviction below this fill, UQ0.16 of the budget.'),
+    )),
+    Register('BI_TIMEOUT', 0x050, 32, external=False, desc='BIRsp timeout', fields=(
+        Field('cycles', 0, 32, 'rw', 'r', 0x186a0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Cycles to wait for a BIRsp before raising bi_timeout (0: never).'),
+    )),
+    Register('FMT_SEL', 0x060, 32, external=False, desc='Format queue select', fields=(
+        Field('queue', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=65535, desc='Queue index whose storage format FMT_DATA reads and writes.'),
+    )),
+    Register('FMT_DATA', 0x064, 32, external=True, desc='Indirect window onto the per-queue format table: reads and writes act on queue FMT_SEL.', fields=(
+        Field('format', 0, 2, 'rw', 'rw', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='0 fp16, 1 fp8 (E4M3), 2 int8, 3 int4.'),
+    )),
+    Register('IRQ_STATUS', 0x070, 32, external=False, desc='Write 1 to clear a bit. The interrupt line is (IRQ_STATUS & IRQ_ENABLE) != 0.', fields=(
+        Field('cfg_reject', 0, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='A register write was refused.'),
+        Field('bi_timeout', 1, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='A BIRsp timed out.'),
+        Field('proto_error', 2, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='A CXL protocol violation was seen.'),
+        Field('coldlist_fill', 3, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='The cold list reached its threshold.'),
+        Field('coldlist_overflow', 4, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='The cold list overflowed (entries were dropped, counted).'),
+        Field('phase_change', 5, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=True, range_min=None, range_max=None, desc='The phase changed.'),
+    )),
+    Register('IRQ_ENABLE', 0x074, 32, external=False, desc='Interrupt enable', fields=(
+        Field('cfg_reject', 0, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+        Field('bi_timeout', 1, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+        Field('proto_error', 2, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+        Field('coldlist_fill', 3, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+        Field('coldlist_overflow', 4, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+        Field('phase_change', 5, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('READS', 0x100, 64, external=False, desc='Reads (attention reads of KV entries).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('READ_HITS', 0x108, 64, external=False, desc='Reads served from the fast tier.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('WRITES', 0x110, 64, external=False, desc='Writes (entries written or appended).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('FILLS', 0x118, 64, external=False, desc='Demand fills (reads - read_hits).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('EVICTIONS', 0x120, 64, external=False, desc='Entries evicted from the fast tier.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none' (nothing evictable).", fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('PREFETCHES', 0x130, 64, external=False, desc='Prefetches issued.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('PREFETCH_HITS', 0x138, 64, external=False, desc='Reads that hit a prefetched entry not touched since.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('PREFETCH_DROPS', 0x140, 64, external=False, desc='Prefetches dropped by queue overflow or rate limit.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BISNP_SENT', 0x148, 64, external=False, desc='BISnp messages sent.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BIRSP_I', 0x150, 64, external=False, desc='BIRspI received.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BIRSP_S', 0x158, 64, external=False, desc='BIRspS received.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BIRSP_E', 0x160, 64, external=False, desc='BIRspE received.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BI_CONFLICTS', 0x168, 64, external=False, desc='BIConflict messages received (each answered by BIConflictAck).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('PROTO_ERRORS', 0x170, 64, external=False, desc='CXL protocol violations (unknown BITag, illegal BIRsp, stray BIConflict).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BI_TIMEOUTS', 0x178, 64, external=False, desc='BIRsp timeouts.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('QUANT_RAW_LINES', 0x180, 64, external=False, desc='Lines stored raw because they held Inf or NaN.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('PHASE_CHANGES', 0x188, 64, external=False, desc='Prefill/decode transitions.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('STALL_CYCLES', 0x190, 64, external=False, desc='Cycles the event input was stalled by the metadata port.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('COLDLIST_HEAD', 0x200, 32, external=False, desc='Index of the next entry the device writes (CHMU hot-list head).', fields=(
+        Field('index', 0, 16, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('COLDLIST_TAIL', 0x204, 32, external=False, desc='Index of the next entry the host reads; the host advances it after consuming entries.', fields=(
+        Field('index', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=65535, desc=''),
+    )),
+    Register('COLDLIST_THRESHOLD', 0x208, 32, external=False, desc='Cold list threshold', fields=(
+        Field('entries', 0, 16, 'rw', 'r', 0x10, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=None, desc='Raise IRQ_STATUS.coldlist_fill when this many entries are pending.'),
+    )),
+)
+
+MEMORIES = (
+    Memory('COLDLIST', 0x400, 64, 64, desc="Ring of 8-byte entries in the CHMU hot-list format: bits [15:0] a count (the entry's EMA score), bits [63:16] the unit index ((queue << entries_log2) | position)."),
+)
+
+BY_NAME = {r.name: r for r in REGISTERS}
