@@ -135,15 +135,15 @@ class PolicyParams:
     #: prefetch half-window W: on a read of P, prefetch [P-W, P+W] (0 = off). ema+prefetch and hw.
     window: int = 0
     #: hw: EMA weight α, UQ0.16
-    hw_alpha: int = 32768
+    hw_alpha: int = 16384
     #: hw: decay time constant τ in steps (the EMA decays by exp(-1/τ) per step)
-    hw_tau: int = 64
+    hw_tau: int = 4
     #: hw: deadline bucket granularity, log2 steps (bucket = deadline >> bucket_bits)
-    hw_bucket_bits: int = 2
+    hw_bucket_bits: int = 0
     #: hw: positions 0 .. pinned-1 are never evicted (attention sinks)
-    hw_pinned: int = 4
+    hw_pinned: int = 0
     #: hw: UQ0.16 sample a write folds into the EMA (credit of a freshly appended token)
-    hw_write_sample: int = 16384
+    hw_write_sample: int = 0
     #: hw: UQ0.16 credit added (saturating) to a read's attention sample: a read counts even at low weight
     hw_read_credit: int = 0
     #: bytes one entry moves between tiers (bytes-moved figures only)
