@@ -174,6 +174,8 @@ FAMILIES: tuple[str, ...] = tuple(FAMILY_PRESETS)
 # Work in chunks of decode steps holding at most this many (step, queue, position) cells.
 _CHUNK_CELLS = 1 << 21
 _MAX_POSITIONS = 1 << 24
+# The generator holds a few float64 arrays of n_queues x positions; beyond this it refuses.
+_MAX_STATIC_CELLS = 1 << 25
 
 
 def family_params(family: str, **params) -> SynthParams:
@@ -235,6 +237,9 @@ def _check_geometry(n_layers, n_kv_heads, prefill, steps, seed):
             raise CxlkvError(f"synth {name} must be an integer in {lo}..{hi}, got {value!r}")
     if prefill + steps > _MAX_POSITIONS:
         raise CxlkvError(f"synth prefill + steps must be at most {_MAX_POSITIONS}, got {prefill + steps}")
+    if n_layers * n_kv_heads * (prefill + steps) > _MAX_STATIC_CELLS:
+        raise CxlkvError(f"synth geometry too large: queues x positions = {n_layers * n_kv_heads} x "
+                         f"{prefill + steps} exceeds {_MAX_STATIC_CELLS:,} (generate fewer queues or steps)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise CxlkvError(f"synth seed must be a non-negative integer, got {seed!r}")
 
@@ -298,19 +303,33 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         w /= w.sum(axis=2, keepdims=True)
 
         resident = newest + 1
-        kq = np.where(dense[None, :], np.ceil(p.dense_frac * resident[:, None]).astype(np.int64),
-                      np.minimum(p.k, resident)[:, None])       # (n, nq)
-        order = np.argsort(-w, axis=2, kind="stable")
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.broadcast_to(pos_idx, order.shape), axis=2)
-        sel = rank < kq[:, :, None]
-        rows_mass = np.where(sel, w, 0.0).sum(axis=2)            # (n, nq) mass the top-k holds
-        kept_mass.append(rows_mass.ravel())
+        k_sparse = np.minimum(p.k, resident)                     # (n,) reads per sparse row
+        k_dense = np.ceil(p.dense_frac * resident).astype(np.int64)
+        kq = np.where(dense[None, :], k_dense[:, None], k_sparse[:, None])   # (n, nq)
+        # Top-kq of each row: the kq-th largest weight is the threshold (one np.partition per
+        # step and group, since kq is the same for all sparse rows, and for all dense rows, of
+        # a step); ties at the threshold go to the lowest positions.
+        thr = np.empty((n, nq))
+        for i in range(n):
+            for group, kk in ((~dense, k_sparse[i]), (dense, k_dense[i])):
+                if group.any():
+                    thr[i, group] = np.partition(w[i, group], npos - kk, axis=1)[:, npos - kk]
+        thr = thr[:, :, None]
+        sel = w > thr
+        tie = w == thr
+        need = kq - sel.sum(axis=2)
+        if (tie.sum(axis=2) != need).any():                      # more ties than places left
+            sel |= tie & (np.cumsum(tie, axis=2) <= need[:, :, None])
+        else:
+            sel |= tie
         # Full-row sparsity: resident entries below 1% of the row's largest weight.
         near_zero.append(((w < 0.01 * w.max(axis=2, keepdims=True)).sum(axis=2) - (npos - resident)[:, None])
                          .ravel() / np.repeat(resident, nq))
-        si, qi, pi = np.nonzero(sel)                             # row-major: step, queue, ascending pos
-        sc = w[si, qi, pi] / rows_mass[si, qi]
+        si, qi, pi = (a.astype(np.int32) for a in np.nonzero(sel))  # row-major: step, queue, ascending pos
+        wsel = w[si, qi, pi]
+        rows_mass = np.bincount(si.astype(np.int64) * nq + qi, weights=wsel, minlength=n * nq)
+        kept_mass.append(rows_mass)                              # mass the top-k holds, per row
+        sc = (wsel / rows_mass[si.astype(np.int64) * nq + qi]).astype(np.float32)
         parts.append((s0, si, qi, pi, sc, kq.ravel(), newest))
 
     trace = _assemble(parts, prefill, nq, n_kv_heads)
@@ -367,7 +386,7 @@ def _assemble(parts, prefill, nq, n_kv_heads) -> Trace:
         np.cumsum(kq[:-1] + 1, out=start[1:])
         total = int(start[-1] + kq[-1] + 1)
         first_read = np.cumsum(kq) - kq                          # index of each row's first read
-        row = si * nq + qi
+        row = si.astype(np.int64) * nq + qi
         idx_read = start[row] + 1 + (np.arange(len(row)) - first_read[row])
         step = np.empty(total, np.int64)
         q = np.empty(total, np.int64)
