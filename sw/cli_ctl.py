@@ -1,14 +1,14 @@
 """`cxlkv ctl`: talk to a controller through the host driver, over any transport."""
 
-HELP = "talk to a cxlkv controller through the driver (model, mmio; sim and serial with integration)"
+HELP = "talk to a cxlkv controller through the driver (model, sim, mmio; serial with the FPGA board)"
 
 TRANSPORTS = ("model", "mmio", "sim", "serial")
 
 
 def add_arguments(p):
     p.add_argument("--transport", "-t", choices=TRANSPORTS, default="model",
-                   help="model: the golden register model; mmio: a PCIe BAR resource file or /dev/uioN; "
-                        "sim, serial: not available yet (integration and FPGA issues)")
+                   help="model: the golden model; sim: the Verilated controller (built on first use); "
+                        "mmio: a PCIe BAR resource file or /dev/uioN; serial: not available yet (FPGA issue)")
     p.add_argument("--device", help="mmio: /sys/bus/pci/devices/<bdf>/resourceN, /dev/uioN or a file")
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
@@ -23,15 +23,16 @@ def add_arguments(p):
 
 def _transport(args):
     from cxlkv.errors import CxlkvError
-    from cxlkv.sw.transport import MmioTransport, ModelTransport
+    from cxlkv.sw.transport import MmioTransport, ModelTransport, SimTransport
     if args.transport == "model":
         return ModelTransport()
+    if args.transport == "sim":
+        return SimTransport()
     if args.transport == "mmio":
         if not args.device:
             raise CxlkvError("--transport mmio needs --device PATH")
         return MmioTransport(args.device, offset=args.offset)
-    raise CxlkvError(f"transport '{args.transport}' is not implemented yet: it comes with the "
-                     f"{'integration (Verilator harness)' if args.transport == 'sim' else 'FPGA bring-up'} issue")
+    raise CxlkvError(f"transport '{args.transport}' is not implemented yet: it comes with the FPGA bring-up issue")
 
 
 def _table(d):

@@ -9,7 +9,9 @@ a PCIe BAR or an FPGA board (the Glasgow pattern).
 * :class:`MmioTransport`: mmap of ``/sys/bus/pci/devices/<bdf>/resourceN`` or
   ``/dev/uioN`` (or any file standing in for one, which is how it is tested).
 * ``AxiLiteTransport`` (tb/regs): cocotbext-axi's AXI4-Lite master in a cocotb bench.
-* ``sim`` and ``serial``: with the integrated controller and the FPGA board (planned).
+* :class:`SimTransport`: the Verilated controller top (hdl/controller.py) in a C++
+  harness, started and stopped by the transport.
+* ``serial``: the FPGA board's UART bridge (planned with the FPGA issue).
 """
 from __future__ import annotations
 
@@ -49,28 +51,22 @@ class Transport(abc.ABC):
 
 
 class ModelTransport(Transport):
-    """The golden model: a RegisterFile with a format table and the geometry filled in."""
+    """The golden model of the controller top (cxlkv.models.controller); same parameters as SimTransport."""
     name = "model"
 
-    def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, coldlist_depth=64):
-        from cxlkv.models.regs import FormatTable, RegisterFile
-        self.regs = RegisterFile()
-        self.formats = FormatTable(n_layers * n_kv_heads, self.regs)
-        self.regs.external = self.formats
-        for field, v in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads)):
-            self.regs.set_hw("GEOMETRY", field, v)
-        for field, v in (("entries_log2", entries_log2), ("bitags", bitags), ("coldlist_depth", coldlist_depth)):
-            self.regs.set_hw("GEOMETRY2", field, v)
-        self.regs.set_hw("CAPS", "scoring", 1)
+    def __init__(self, **params):
+        from cxlkv.models.controller import ControllerModel
+        self.model = ControllerModel(**params)
+        self.regs = self.model.regs
 
     async def read32(self, addr):
-        value, resp = self.regs.read(addr)
+        value, resp = self.model.read32(addr)
         if resp:
             raise BusError("read", addr, resp)
         return value
 
     async def write32(self, addr, value):
-        resp = self.regs.write(addr, value)
+        resp = self.model.write32(addr, value)
         if resp:
             raise BusError("write", addr, resp)
 
@@ -114,3 +110,89 @@ class MmioTransport(Transport):
     async def close(self):
         self.map.close()
         os.close(self.fd)
+
+
+class SimTransport(Transport):
+    """The Verilated controller in a C++ harness (cxlkv.tb.vharness), started and stopped here.
+
+    ``params`` are the Controller's constructor arguments. The first use of a
+    configuration builds it (about half a minute); later uses reuse the build.
+    """
+    name = "sim"
+
+    def __init__(self, timeout_s: float = 30.0, **params):
+        import socket
+        import subprocess
+        import tempfile
+
+        from cxlkv.hdl.controller import Controller
+        from cxlkv.tb.vharness import build_harness
+        try:
+            exe = build_harness(Controller(**params), "controller")
+        except RuntimeError as exc:
+            raise TransportError(f"cannot build the simulation harness: {exc}") from None
+        self._dir = tempfile.TemporaryDirectory(prefix="cxlkv-sim-")
+        path = f"{self._dir.name}/sock"
+        self.proc = subprocess.Popen([str(exe), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            err = self.proc.stderr.read()
+            self.proc.wait()
+            self._dir.cleanup()
+            raise TransportError(f"simulation harness did not start: {line.strip()} {err.strip()}")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout_s)
+        self.sock.connect(path)
+        self.cycles = 0
+
+    def _call(self, op: int, a: int = 0, b: int = 0) -> tuple[int, int]:
+        import socket
+        try:
+            self.sock.sendall(struct.pack("<BII", op, a & 0xFFFFFFFF, b & 0xFFFFFFFF))
+            buf = b""
+            while len(buf) < 13:
+                chunk = self.sock.recv(13 - len(buf))
+                if not chunk:
+                    raise TransportError("simulation harness closed the connection")
+                buf += chunk
+        except socket.timeout:
+            raise TransportError("simulation harness did not answer in time") from None
+        status, value, self.cycles = struct.unpack("<BIQ", buf)
+        if status == 0xFF:
+            raise TransportError(f"the simulated bus did not answer (op {op} at {a:#x})")
+        return status, value
+
+    async def read32(self, addr):
+        status, value = self._call(1, addr)
+        if status:
+            raise BusError("read", addr, status)
+        return value
+
+    async def write32(self, addr, value):
+        status, _ = self._call(2, addr, value)
+        if status:
+            raise BusError("write", addr, status)
+
+    def step(self, cycles: int) -> int:
+        """Run the clock; returns the cycle count."""
+        while cycles > 0:
+            n = min(cycles, 0xFFFFFFFF)
+            self._call(3, 0, n)
+            cycles -= n
+        return self.cycles
+
+    async def close(self):
+        if self.proc.poll() is None:
+            try:
+                self._call(5)
+            except TransportError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        self.sock.close()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()
+        self._dir.cleanup()

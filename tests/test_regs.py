@@ -157,6 +157,6 @@ def test_ctl_cli(capsys, tmp_path):
     assert "outside" in capsys.readouterr().err
     assert cli.main(["ctl", "--transport", "mmio", "info"]) == 2
     assert "--device" in capsys.readouterr().err
-    assert cli.main(["ctl", "--transport", "sim", "info"]) == 2
+    assert cli.main(["ctl", "--transport", "serial", "info"]) == 2
     assert cli.main(["ctl", "stats"]) == 0
     assert "read_hits" in capsys.readouterr().out
