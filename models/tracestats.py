@@ -76,7 +76,13 @@ def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD
     r_step, r_q, r_pos = step[r_idx], queue[r_idx], pos[r_idx]
     r_score = trace.score[r_idx].astype(np.float64)
     row_key = r_step * trace.n_queues + r_q
-    keys, row = np.unique(row_key, return_inverse=True)
+    if len(row_key) < 2 or (row_key[1:] >= row_key[:-1]).all():    # the usual layout: O(n)
+        new_row = np.empty(len(row_key), bool)
+        new_row[:1] = True
+        new_row[1:] = row_key[1:] != row_key[:-1]
+        keys, row = row_key[new_row], np.cumsum(new_row) - 1
+    else:
+        keys, row = np.unique(row_key, return_inverse=True)
     n_rows = len(keys)
     row_q = keys % trace.n_queues
     row_step = keys // trace.n_queues
@@ -89,7 +95,10 @@ def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD
                reads_per_row=_summary(size), row_mass=_summary(mass), zero_mass_rows=int((~ok).sum()))
 
     # Concentration: sort each row by descending score.
-    order = np.lexsort((-r_score, row))
+    # Sort each row by descending score, ties in file order: for non-negative float32 the bit
+    # pattern orders like the value, so (row, ~bits) is one int64 key for a stable radix sort.
+    bits = trace.score[r_idx].astype(np.float32, copy=False).view(np.uint32).astype(np.int64)
+    order = np.argsort((row.astype(np.int64) << 32) | (0xFFFFFFFF - bits), kind="stable")
     s_row, s_share = row[order], share[order]
     first = np.cumsum(size) - size
     rank = np.arange(len(order)) - first[s_row]           # 0 = largest in its row
@@ -113,10 +122,10 @@ def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD
     out["sink_share"] = _mean(np.bincount(row, weights=np.where(r_pos < sink_positions, share, 0.0),
                                           minlength=n_rows)[ok])
 
-    # Newest position of each row's queue: running max of write positions per queue.
-    newest = _newest_written(queue, pos, is_write, trace.n_queues)[r_idx]
-    row_newest = np.full(n_rows, -1, np.int64)
-    np.maximum.at(row_newest, row, np.maximum(newest, r_pos))
+    # Newest position of each row's queue: the highest position written in it at steps up to and
+    # including the row's step, or the row's own highest read if that is higher.
+    row_newest = np.maximum(_newest_written(queue, pos, step, is_write, row_q, row_step),
+                            np.maximum.reduceat(r_pos[order], first))
     dist = np.abs(row_newest[row] - r_pos)
     out["local_share"] = {str(w): _mean(np.bincount(row, weights=np.where(dist <= w, share, 0.0),
                                                     minlength=n_rows)[ok]) for w in windows}
@@ -143,16 +152,21 @@ def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD
     return out
 
 
-def _newest_written(queue, pos, is_write, n_queues):
-    """Per event: highest position written in its queue up to and including it (-1 if none)."""
-    big = int(pos.max()) + 2 if len(pos) else 2
-    order = np.argsort(queue, kind="stable")
-    q_sorted = queue[order]
-    v = np.where(is_write[order], pos[order], -1) + q_sorted * big
-    np.maximum.accumulate(v, out=v)
-    out = np.empty_like(v)
-    out[order] = v - q_sorted * big
-    return np.maximum(out, -1)
+def _newest_written(queue, pos, step, is_write, row_q, row_step):
+    """Per row: highest position written in queue row_q at a step <= row_step (-1 if none)."""
+    w = np.flatnonzero(is_write)
+    if not len(w):
+        return np.full(len(row_q), -1, np.int64)
+    span = int(max(step.max(), row_step.max())) + 2
+    wkey = queue[w] * span + step[w]
+    order = np.argsort(wkey, kind="stable")
+    wkey, wq = wkey[order], queue[w][order]
+    big = int(pos.max()) + 2
+    # Running max per queue: offset each queue's values above every earlier queue's.
+    run = np.maximum.accumulate(pos[w][order] + wq * big) - wq * big
+    i = np.searchsorted(wkey, row_q * span + row_step, side="right") - 1
+    found = (i >= 0) & (wq[np.maximum(i, 0)] == row_q)
+    return np.where(found, run[np.maximum(i, 0)], -1)
 
 
 def _gap_since_last_access(queue, pos, step):

@@ -89,3 +89,14 @@ def test_trace_without_reads_and_table_renders():
     table = S.format_stats(S.trace_stats(_small()))
     for label in ("sink share", "mass within +-W", "Jaccard", "top 1% / top 10%", "cold reads"):
         assert label in table
+
+
+def test_newest_position_counts_a_same_step_write_after_the_reads_and_falls_back_to_reads():
+    ev = [(0, 0, 0, p, W, 0) for p in range(4)]
+    ev += [(1, 0, 0, 0, R, .5), (1, 0, 0, 3, R, .5), (1, 0, 0, 20, W, 0),      # write after its reads
+           (1, 0, 1, 7, R, .5), (1, 0, 1, 9, R, .5)]                          # queue 1: never written
+    s = S.trace_stats(_trace(ev), windows=(2, 17))
+    # queue 0: newest 20 -> pos 3 is 17 away, pos 0 is 20 away; queue 1: newest = its highest read, 9
+    assert s["local_share"]["17"] == pytest.approx((0.5 + 1.0) / 2)
+    assert s["local_share"]["2"] == pytest.approx((0.0 + 1.0) / 2)
+    assert s["first_touch_reads"] == 2
