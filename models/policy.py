@@ -264,6 +264,18 @@ def _to_uq16(x):
     return 65535 if v > 65535 else v
 
 
+def hw_retention_table(tau_ln2_q8: int) -> np.ndarray:
+    """``hw_retention(ema)`` for every ema in 0..65535 (what the RTL's log2 ROM + multiplier give)."""
+    ema = np.arange(1 << 16, dtype=np.int64)
+    msb = np.zeros_like(ema)
+    for b in range(1, 16):
+        msb[ema >= (1 << b)] = b
+    m = ((ema << 8) >> msb) & 0xFF
+    f = (((msb << 8) + _LOG2F[m]) * tau_ln2_q8) >> 16
+    f[0] = 0
+    return f
+
+
 @njit(cache=True)
 def _hw_retention(ema, tln, log2f):
     if ema == 0:
@@ -297,7 +309,7 @@ def _group_by_queue(queue, nq):
 
 
 @njit(cache=True)
-def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams,
+def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams, hw_ftab,
                  record, victims, qcounts, qscores):
     """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
     hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample]."""
@@ -439,7 +451,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                         ema_of[pp] = _ema_update(dec, smp, hw_alpha)
                     seen[pp] = 1
                     tlast_of[pp] = s
-                    key1 = np.float64((s + _hw_retention(ema_of[pp], hw_tln, log2f)) >> hw_g)
+                    key1 = np.float64((s + hw_ftab[ema_of[pp]]) >> hw_g)
                     key2 = seq
                 elif policy == 5:
                     if not is_pf:
@@ -579,6 +591,97 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
             hidx[c] = -1
             pf[c] = 0
 
+@njit(cache=True)
+def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, record, victims, qcounts, qscores):
+    """lru with an O(1) doubly-linked recency list (same results as the heap core's lru)."""
+    n = step.shape[0]
+    queue = np.empty(n, np.int64)
+    for i in range(n):
+        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
+    order, start = _group_by_queue(queue, nq)
+    slot_of = np.full(npos, -1, np.int64)
+    slot_pos = np.zeros(C, np.int64)
+    prv = np.zeros(C, np.int64)
+    nxt = np.zeros(C, np.int64)
+    for q in range(nq):
+        lo = start[q]
+        hi = start[q + 1]
+        if lo == hi:
+            continue
+        nres = 0
+        first = -1      # least recently used
+        last = -1       # most recently used
+        reads = 0
+        hits = 0
+        writes = 0
+        fills = 0
+        evictions = 0
+        sum_reads = 0.0
+        sum_hits = 0.0
+        for j in range(lo, hi):
+            i = order[j]
+            p = pos[i]
+            is_read = op[i] == 0
+            if is_read:
+                reads += 1
+                sum_reads += score[i]
+            else:
+                writes += 1
+            sl = slot_of[p]
+            if sl >= 0:
+                if is_read:
+                    hits += 1
+                    sum_hits += score[i]
+                if sl != last:
+                    # unlink, append at the MRU end
+                    a = prv[sl]
+                    b = nxt[sl]
+                    if a >= 0:
+                        nxt[a] = b
+                    else:
+                        first = b
+                    prv[b] = a
+                    prv[sl] = last
+                    nxt[sl] = -1
+                    nxt[last] = sl
+                    last = sl
+                continue
+            if is_read:
+                fills += 1
+            if nres < C:
+                sl = nres
+                nres += 1
+            else:
+                sl = first
+                first = nxt[sl]
+                if first >= 0:
+                    prv[first] = -1
+                else:
+                    last = -1
+                vp = slot_pos[sl]
+                slot_of[vp] = -1
+                evictions += 1
+                if record:
+                    victims[i] = vp
+            slot_of[p] = sl
+            slot_pos[sl] = p
+            prv[sl] = last
+            nxt[sl] = -1
+            if last >= 0:
+                nxt[last] = sl
+            else:
+                first = sl
+            last = sl
+        qcounts[q, 0] = reads
+        qcounts[q, 1] = hits
+        qcounts[q, 2] = writes
+        qcounts[q, 3] = fills
+        qcounts[q, 4] = evictions
+        qscores[q, 0] = sum_reads
+        qscores[q, 1] = sum_hits
+        for c in range(nres):
+            slot_of[slot_pos[c]] = -1
+
 
 # ----------------------------------------------------------------------------------------------
 # Python API
@@ -707,10 +810,15 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     qcounts = np.zeros((nq, N_QCOUNTS), np.int64)
     qscores = np.zeros((nq, 2), np.float64)
     victims = np.full(n if record_victims else 1, -1, np.int64)
-    if n:
+    if n and policy == "lru":
+        _replay_lru(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
+                    trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), record_victims, victims,
+                    qcounts, qscores)
+    elif n:
         _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
                      trace.step, trace.pos, trace.op, trace.score,
                      np.int64(maxpos + 1 + params.window), np.int64(_POLICY_ID[policy]), np.int64(entries),
-                     _iparams(params), record_victims, victims, qcounts, qscores)
+                     _iparams(params), hw_retention_table(_iparams(params)[8]), record_victims, victims,
+                     qcounts, qscores)
     return ReplayResult(policy, entries, params, trace.n_layers, trace.n_kv_heads, n, qcounts, qscores,
                         victims if record_victims else None)

@@ -381,3 +381,24 @@ def test_per_queue_figures_sum_to_the_totals():
     assert len(s["per_queue"]) == 6
     for k in ("reads", "read_hits", "evictions", "writes", "fills"):
         assert sum(row[k] for row in s["per_queue"]) == s[k]
+
+
+def _core(trace, policy_id, C, params):
+    """Run the general heap core directly (the public replay() routes some policies to fast paths)."""
+    n, nq = len(trace), trace.n_queues
+    qc, qs, vic = np.zeros((nq, P.N_QCOUNTS), np.int64), np.zeros((nq, 2)), np.full(n, -1, np.int64)
+    ip = P._iparams(params)
+    P._replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
+                   trace.op, trace.score, np.int64(int(trace.pos.max()) + 1 + params.window), np.int64(policy_id),
+                   np.int64(C), ip, P.hw_retention_table(ip[8]), True, vic, qc, qs)
+    return qc, qs, vic
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_lru_path_equals_the_heap_core(seed):
+    trace = random_trace(seed + 90, n=800, n_pos=30, n_layers=3)
+    for C in (1, 4, 9):
+        r = P.replay(trace, "lru", C, record_victims=True)
+        qc, qs, vic = _core(trace, P.P_LRU, C, P.make_params("lru"))
+        assert (r.per_queue == qc).all() and (r.victims == vic).all()
+        np.testing.assert_array_equal(r.per_queue_score, qs)

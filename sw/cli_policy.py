@@ -1,0 +1,270 @@
+"""`cxlkv policy`: replay KV access traces through eviction/prefetch policies; sweep budgets."""
+
+HELP = "policy simulator: replay a trace through lru/min/h2o/tova/streaming/ema/ema+prefetch/hw; sweep budgets"
+
+#: Kept here (not imported from cxlkv.models.policy) so that --help imports neither numpy nor numba.
+POLICIES = ("lru", "min", "h2o", "tova", "streaming", "ema", "ema+prefetch", "hw")
+
+_PARAM_HELP = """\
+policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1):
+  sinks=4            streaming: positions 0..sinks-1 kept
+  ema_alpha=6554     ema, ema+prefetch: EMA weight (UQ0.16; seed: 0.1)
+  ema_tau=1000       ema, ema+prefetch: recency time constant in steps (seed's example)
+  window=0           ema+prefetch (default 4), hw: prefetch [P-W, P+W] on each read
+  hw_alpha=16384     hw: EMA weight (UQ0.16)
+  hw_tau=4           hw: per-step decay time constant, steps
+  hw_bucket_bits=0   hw: deadline bucket = deadline >> bucket_bits
+  hw_pinned=0        hw: positions 0..pinned-1 never evicted
+  hw_write_sample=0  hw: sample a write folds into the EMA (UQ0.16)
+  hw_read_credit=0   hw: added to each read's sample (UQ0.16, saturating)
+  entry_bytes=512    bytes per entry for the bytes-moved figures
+The exact rules are in docs/policy.md."""
+
+_BUDGET_HELP = ("resident entries per queue: an integer, or a percentage of the trace's context "
+                "(max position + 1), e.g. 10%% (rounded up)")
+
+
+def add_arguments(p):
+    import argparse
+    sub = p.add_subparsers(dest="policy_cmd", metavar="ACTION", required=True)
+    r = sub.add_parser("replay", help="replay one trace through one policy at one budget",
+                       description="Replay TRACE through a policy (../shared/spec/contracts.md, 'Replay semantics').",
+                       epilog=_PARAM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("trace", metavar="TRACE", help="trace file (.npz, the contract's format)")
+    r.add_argument("--policy", required=True, choices=POLICIES, metavar="P", help=", ".join(POLICIES))
+    r.add_argument("--entries", required=True, metavar="C", help=_BUDGET_HELP)
+    r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="policy parameter (repeatable)")
+    r.add_argument("--json", action="store_true", help="print one JSON object (the contract's keys and more)")
+    r.add_argument("--per-queue", action="store_true", help="include per-queue figures (with --json)")
+    s = sub.add_parser("sweep", help="policies x budgets x traces -> CSV and PNG per trace",
+                       description="Replay traces through policies at several budgets (percent of context); "
+                                   "write DIR/sweep.csv and a PNG per trace (hit rate and attention recall "
+                                   "against budget, MIN as the ceiling).",
+                       epilog=_PARAM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--traces", nargs="*", default=None, metavar="TRACE",
+                   help="trace files; without them: every synthetic family (cxlkv.models.tracegen, "
+                        "default geometry, --seed) plus every traces/*.npz of the checkout")
+    s.add_argument("--families", default=None, metavar="F1,F2",
+                   help="synthetic families to include (default: all when no --traces are given)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the synthetic traces (default 0)")
+    s.add_argument("--policies", default=",".join(POLICIES), metavar="P1,P2", help="default: all")
+    s.add_argument("--budgets", default="5,10,20,30,50", metavar="PCT,...",
+                   help="budgets in percent of the context (default 5,10,20,30,50)")
+    s.add_argument("--param", action="append", default=[], metavar="[POLICY:]NAME=VALUE",
+                   help="policy parameter for every policy that uses it, or for POLICY only (repeatable)")
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    s.add_argument("--no-png", action="store_true", help="write the CSV only")
+
+
+def _params(items):
+    from cxlkv.errors import CxlkvError
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise CxlkvError(f"--param expects NAME=VALUE, got '{item}'")
+        try:
+            out[name.strip()] = int(value, 0)
+        except ValueError:
+            raise CxlkvError(f"--param {name}: '{value}' is not an integer") from None
+    return out
+
+
+def _budget(text, trace):
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models import policy as P
+    text = str(text).strip()
+    if text.endswith("%"):
+        try:
+            pct = float(text[:-1])
+        except ValueError:
+            raise CxlkvError(f"--entries: '{text}' is not a percentage") from None
+        return P.entries_from_budget(trace, pct)
+    try:
+        c = int(text)
+    except ValueError:
+        raise CxlkvError(f"--entries: '{text}' is neither an integer nor a percentage like 10%") from None
+    if c < 1:
+        raise CxlkvError(f"--entries must be at least 1, got {c}")
+    return c
+
+
+def _params_for(policy, overrides):
+    """The overrides that apply to ``policy``: NAME=VALUE goes to every policy that uses NAME,
+    POLICY:NAME=VALUE to that policy only."""
+    from cxlkv.models import policy as P
+    used = set(P.policy_param_dict(policy, P.PolicyParams())) | {"entry_bytes"}
+    out = {k: v for k, v in overrides.items() if ":" not in k and k in used}
+    out.update({k.split(":", 1)[1]: v for k, v in overrides.items() if k.startswith(policy + ":")})
+    return out
+
+
+def run(args):
+    if args.policy_cmd == "replay":
+        return _replay(args)
+    return _sweep(args)
+
+
+def _replay(args):
+    import json
+
+    from cxlkv.models import policy as P
+    from cxlkv.models.trace import load_trace
+    overrides = _params(args.param)
+    params = P.make_params(args.policy, **overrides)
+    trace = load_trace(args.trace)
+    entries = _budget(args.entries, trace)
+    result = P.replay(trace, args.policy, entries, params=params)
+    s = result.summary(per_queue=args.per_queue)
+    s["trace"] = str(args.trace)
+    if args.json:
+        print(json.dumps(s))
+        return 0
+    print(f"{args.trace}: {s['events']} events, {s['n_queues']} queues, policy {s['policy']}, "
+          f"{entries} entries per queue")
+    print(f"reads {s['reads']}  hits {s['read_hits']}  hit rate {s['hit_rate']:.4f}  "
+          f"attention recall {s['attention_recall']:.4f}")
+    print(f"writes {s['writes']}  fills {s['fills']}  evictions {s['evictions']}  "
+          f"prefetches {s['prefetches']} (hits {s['prefetch_hits']}, accuracy {s['prefetch_accuracy']:.3f})")
+    print(f"bytes moved {s['bytes_moved']} (demand {s['demand_bytes']}, prefetch {s['prefetch_bytes']})")
+    if s["no_victim"]:
+        print(f"misses with no evictable entry (bypassed): {s['no_victim']}")
+    return 0
+
+
+def _sweep_sources(args):
+    """[(label, family, loader)] of the traces to sweep."""
+    from pathlib import Path
+
+    from cxlkv import repo_root
+    from cxlkv.errors import CxlkvError
+    sources = []
+    families = None
+    if args.families:
+        families = [f.strip() for f in args.families.split(",") if f.strip()]
+    for path in args.traces or []:
+        sources.append((Path(path).stem, "file", lambda p=path: _load(p)))
+    if not args.traces:
+        from cxlkv.models import tracegen
+        if families is None:
+            families = list(tracegen.FAMILIES)
+        root = repo_root() or Path.cwd()
+        for path in sorted((root / "traces").glob("*.npz")):
+            sources.append((path.stem, "file", lambda p=path: _load(p)))
+    if families:
+        from cxlkv.models import tracegen
+        for f in families:
+            if f not in tracegen.FAMILIES:
+                raise CxlkvError(f"unknown trace family '{f}'; valid: {', '.join(tracegen.FAMILIES)}")
+            sources.append((f"synth-{f}", f, lambda f=f: tracegen.synth(f, seed=args.seed)))
+    if not sources:
+        raise CxlkvError("nothing to sweep: give --traces or --families")
+    return sources
+
+
+def _load(path):
+    from cxlkv.models.trace import load_trace
+    return load_trace(path)
+
+
+CSV_FIELDS = ("trace", "family", "policy", "budget_pct", "entries", "events", "reads", "read_hits", "hit_rate",
+              "attention_recall", "hit_rate_vs_min", "writes", "fills", "evictions", "prefetches",
+              "prefetch_hits", "prefetch_accuracy", "bytes_moved", "no_victim", "params")
+
+
+def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
+    """Run the sweep; write out_dir/sweep.csv (+ PNGs). Returns the rows (dicts)."""
+    import csv
+    import json
+    from pathlib import Path
+
+    from cxlkv.models import policy as P
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {pol: P.make_params(pol, **_params_for(pol, overrides)) for pol in policies}
+    rows = []
+    for label, family, loader in sources:
+        trace = loader()
+        trows = []
+        for pct in budgets:
+            entries = P.entries_from_budget(trace, pct)
+            min_summary = P.replay(trace, "min", entries).summary()   # the ceiling, always
+            mn = min_summary["hit_rate"]
+            for pol in policies:
+                s = min_summary if pol == "min" else P.replay(trace, pol, entries, params=params[pol]).summary()
+                row = {"trace": label, "family": family, "policy": pol, "budget_pct": pct, "entries": entries,
+                       **{k: s[k] for k in ("events", "reads", "read_hits", "hit_rate", "attention_recall",
+                                            "writes", "fills", "evictions", "prefetches", "prefetch_hits",
+                                            "prefetch_accuracy", "bytes_moved", "no_victim")},
+                       "hit_rate_vs_min": s["hit_rate"] / mn if mn else 0.0,
+                       "params": json.dumps(s["params"], sort_keys=True)}
+                trows.append(row)
+            if log:
+                log(f"{label} {pct}%: " + "  ".join(f"{r['policy']} {r['hit_rate']:.3f}"
+                                                    for r in trows if r["budget_pct"] == pct))
+        rows += trows
+        if png:
+            _plot(out_dir / f"sweep_{label}.png", label, trows, policies, budgets)
+    with open(out_dir / "sweep.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+    return rows
+
+
+def _plot(path, label, rows, policies, budgets):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
+    for ax, metric, title in ((axes[0], "hit_rate", "hit rate"), (axes[1], "attention_recall", "attention recall")):
+        for pol in policies:
+            pts = sorted((r["budget_pct"], r[metric]) for r in rows if r["policy"] == pol)
+            style = dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)") if pol == "min" \
+                else dict(marker="o", markersize=3, label=pol, linewidth=2.2 if pol == "hw" else 1.2)
+            ax.plot([p for p, _ in pts], [v for _, v in pts], **style)
+        ax.set_xlabel("budget, % of context per queue")
+        ax.set_ylabel(title)
+        ax.set_ylim(0, 1.02)
+        ax.set_xticks(list(budgets))
+        ax.grid(alpha=0.3)
+    axes[0].set_title(f"{label}: hit rate", fontsize=9)
+    axes[1].set_title(f"{label}: attention recall", fontsize=9)
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def _sweep(args):
+    import sys
+
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models import policy as P
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for pol in policies:
+        if pol not in P.POLICIES:
+            raise CxlkvError(f"unknown policy '{pol}'; valid policies: {', '.join(P.POLICIES)}")
+    try:
+        budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
+    except ValueError:
+        raise CxlkvError(f"--budgets: '{args.budgets}' is not a comma-separated list of percentages") from None
+    budgets = [int(b) if b == int(b) else b for b in budgets]
+    for b in budgets:
+        if not 0 < b <= 100:
+            raise CxlkvError(f"--budgets: {b} is not in (0, 100]")
+    overrides = _params(args.param)
+    unknown = sorted(k for k in overrides if k.split(":", 1)[-1] not in P.PARAM_NAMES
+                     or (":" in k and k.split(":", 1)[0] not in P.POLICIES))
+    if unknown:
+        raise CxlkvError(f"unknown policy parameter(s) {', '.join(unknown)}; valid: {', '.join(P.PARAM_NAMES)}")
+    sources = _sweep_sources(args)
+    if not args.no_png:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CxlkvError("the PNG needs matplotlib (pip install 'cxlkv[plot]'), or pass --no-png") from None
+    sweep(sources, policies, budgets, overrides, args.out, png=not args.no_png,
+          log=lambda m: print(m, file=sys.stderr))
+    print(f"wrote {args.out}/sweep.csv" + ("" if args.no_png else f" and {len(sources)} PNG(s)"))
+    return 0

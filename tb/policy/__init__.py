@@ -1,0 +1,1 @@
+"""Benchmarks of the policy simulator (cxlkv.models.policy); no RTL, so no cocotb BENCHES."""
