@@ -176,3 +176,8 @@ def test_docs_list_current_presets():
     for family, preset in G.FAMILY_PRESETS.items():
         row = f"| `{family}` | `{' '.join(f'{k}={v}' for k, v in preset.items())}` |"
         assert row in text, f"docs/tracegen.md: preset row of {family} is stale"
+
+
+def test_geometry_too_large_is_refused_before_allocating():
+    with pytest.raises(CxlkvError, match="geometry too large"):
+        G.synth("mixed", n_layers=64, n_kv_heads=64, prefill=8192, steps=8192)
