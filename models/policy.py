@@ -683,6 +683,212 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
             slot_of[slot_pos[c]] = -1
 
 
+def hw_bucket_count(params: PolicyParams) -> int:
+    """Deadline buckets a queue needs so that live keys never alias: ``(f(65535) >> g) + 2``."""
+    _, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
+    return (hw_retention(S.SCORE_MAX, hw_tau_ln2_q8(tau)) >> params.hw_bucket_bits) + 2
+
+
+@njit(cache=True)
+def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, iparams, hw_ftab, NB,
+                       record, victims, qcounts, qscores):
+    """hw (no prefetch) with the tracker's own structure: per queue, a ring of NB deadline
+    buckets, each a FIFO list, plus one list of expired entries that whole buckets are spliced
+    onto, in deadline order, as the step passes them. O(1) per event; equals the heap core
+    (victim = min (bucket key, sequence)) because a bucket holds one key and is appended in
+    sequence order, and the expired list is the buckets concatenated in key order."""
+    hw_alpha = iparams[5]
+    hw_mant = iparams[6]
+    hw_shift = iparams[7]
+    hw_g = iparams[9]
+    pinned = iparams[10]
+    hw_wsample = iparams[11]
+    hw_rcredit = iparams[12]
+    exp2 = _EXP2
+    n = step.shape[0]
+    queue = np.empty(n, np.int64)
+    for i in range(n):
+        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
+    order, start = _group_by_queue(queue, nq)
+    slot_of = np.full(npos, -1, np.int64)
+    ema_of = np.zeros(npos, np.int64)
+    tlast_of = np.zeros(npos, np.int64)
+    seen = np.zeros(npos, np.uint8)
+    slot_pos = np.zeros(C, np.int64)
+    slot_key = np.zeros(C, np.int64)
+    in_list = np.zeros(C, np.uint8)
+    prv = np.zeros(C, np.int64)
+    nxt = np.zeros(C, np.int64)
+    bhead = np.full(NB, -1, np.int64)
+    btail = np.full(NB, -1, np.int64)
+    for q in range(nq):
+        lo = start[q]
+        hi = start[q + 1]
+        if lo == hi:
+            continue
+        nres = 0
+        ehead = -1
+        etail = -1
+        kc = np.int64(step[order[lo]]) >> hw_g     # keys below kc are expired
+        reads = 0
+        hits = 0
+        writes = 0
+        fills = 0
+        evictions = 0
+        no_victim = 0
+        sum_reads = 0.0
+        sum_hits = 0.0
+        pmin = np.int64(npos)
+        pmax = np.int64(-1)
+        for j in range(lo, hi):
+            i = order[j]
+            p = np.int64(pos[i])
+            s = np.int64(step[i])
+            if p < pmin:
+                pmin = p
+            if p > pmax:
+                pmax = p
+            is_read = op[i] == 0
+            x = score[i]
+            # the step passed some buckets: splice them, in key order, onto the expired list
+            kn = s >> hw_g
+            if kn > kc:
+                cnt = kn - kc
+                if cnt > NB:
+                    cnt = NB
+                for d in range(kc, kc + cnt):
+                    b = d % NB
+                    h = bhead[b]
+                    if h >= 0:
+                        if etail >= 0:
+                            nxt[etail] = h
+                            prv[h] = etail
+                        else:
+                            ehead = h
+                        etail = btail[b]
+                        bhead[b] = -1
+                        btail[b] = -1
+                kc = kn
+            if is_read:
+                reads += 1
+                sum_reads += x
+            else:
+                writes += 1
+            # metadata update (identical to the heap core's hw)
+            if seen[p]:
+                age = _step_age(tlast_of[p], s)
+                e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
+                dec = (ema_of[p] * e + 0x8000) >> 16
+            else:
+                dec = 0
+            if is_read:
+                smp = _to_uq16(x) + hw_rcredit
+                if smp > 65535:
+                    smp = 65535
+            else:
+                smp = hw_wsample
+            ema_of[p] = _ema_update(dec, smp, hw_alpha)
+            seen[p] = 1
+            tlast_of[p] = s
+            key = (s + hw_ftab[ema_of[p]]) >> hw_g
+            sl = slot_of[p]
+            if sl >= 0:
+                if is_read:
+                    hits += 1
+                    sum_hits += x
+                if not in_list[sl]:
+                    slot_key[sl] = key
+                    continue
+                # unlink from its list (expired if its key is below the cursor)
+                a = prv[sl]
+                b2 = nxt[sl]
+                if slot_key[sl] < kc:
+                    if a >= 0:
+                        nxt[a] = b2
+                    else:
+                        ehead = b2
+                    if b2 >= 0:
+                        prv[b2] = a
+                    else:
+                        etail = a
+                else:
+                    bk = slot_key[sl] % NB
+                    if a >= 0:
+                        nxt[a] = b2
+                    else:
+                        bhead[bk] = b2
+                    if b2 >= 0:
+                        prv[b2] = a
+                    else:
+                        btail[bk] = a
+            else:
+                if is_read:
+                    fills += 1
+                if nres < C:
+                    sl = nres
+                    nres += 1
+                else:
+                    if ehead >= 0:
+                        sl = ehead
+                        ehead = nxt[sl]
+                        if ehead >= 0:
+                            prv[ehead] = -1
+                        else:
+                            etail = -1
+                    else:
+                        sl = -1
+                        for d in range(kc, kc + NB):
+                            b = d % NB
+                            if bhead[b] >= 0:
+                                sl = bhead[b]
+                                bhead[b] = nxt[sl]
+                                if bhead[b] >= 0:
+                                    prv[bhead[b]] = -1
+                                else:
+                                    btail[b] = -1
+                                break
+                        if sl < 0:
+                            no_victim += 1
+                            if record:
+                                victims[i] = -2
+                            continue
+                    vp = slot_pos[sl]
+                    slot_of[vp] = -1
+                    evictions += 1
+                    if record:
+                        victims[i] = vp
+                slot_of[p] = sl
+                slot_pos[sl] = p
+            slot_key[sl] = key
+            if p < pinned:
+                in_list[sl] = 0
+                continue
+            in_list[sl] = 1
+            bk = key % NB
+            prv[sl] = btail[bk]
+            nxt[sl] = -1
+            if btail[bk] >= 0:
+                nxt[btail[bk]] = sl
+            else:
+                bhead[bk] = sl
+            btail[bk] = sl
+        qcounts[q, 0] = reads
+        qcounts[q, 1] = hits
+        qcounts[q, 2] = writes
+        qcounts[q, 3] = fills
+        qcounts[q, 4] = evictions
+        qcounts[q, 7] = no_victim
+        qscores[q, 0] = sum_reads
+        qscores[q, 1] = sum_hits
+        slot_of[pmin:pmax + 1] = -1
+        ema_of[pmin:pmax + 1] = 0
+        tlast_of[pmin:pmax + 1] = 0
+        seen[pmin:pmax + 1] = 0
+        bhead[:] = -1
+        btail[:] = -1
+        in_list[:] = 0
+
+
 # ----------------------------------------------------------------------------------------------
 # Python API
 # ----------------------------------------------------------------------------------------------
@@ -814,6 +1020,12 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
         _replay_lru(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
                     trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), record_victims, victims,
                     qcounts, qscores)
+    elif n and policy == "hw" and params.window == 0:
+        ip = _iparams(params)
+        _replay_hw_buckets(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step,
+                           trace.pos, trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), ip,
+                           hw_retention_table(ip[8]), np.int64(hw_bucket_count(params)), record_victims,
+                           victims, qcounts, qscores)
     elif n:
         _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
                      trace.step, trace.pos, trace.op, trace.score,

@@ -402,3 +402,19 @@ def test_fast_lru_path_equals_the_heap_core(seed):
         qc, qs, vic = _core(trace, P.P_LRU, C, P.make_params("lru"))
         assert (r.per_queue == qc).all() and (r.victims == vic).all()
         np.testing.assert_array_equal(r.per_queue_score, qs)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"hw_tau": 1, "hw_bucket_bits": 0}, {"hw_tau": 50, "hw_bucket_bits": 3},
+                                       {"hw_tau": 7, "hw_pinned": 3, "hw_bucket_bits": 1, "hw_write_sample": 30000},
+                                       {"hw_tau": 1 << 20, "hw_bucket_bits": 24}])
+@pytest.mark.parametrize("seed", range(4))
+def test_hw_bucket_structure_equals_the_heap_core(overrides, seed):
+    """The tracker's structure (deadline-bucket ring + expired list, O(1) per event) makes exactly
+    the heap core's decisions: min (bucket key, sequence)."""
+    trace = random_trace(seed + 200, n=900, n_pos=40, n_layers=2, max_step_gap=(1, 5, 60, 3)[seed])
+    params = P.make_params("hw", **overrides)
+    for C in (1, 3, 8, 20):
+        r = P.replay(trace, "hw", C, params=params, record_victims=True)
+        qc, qs, vic = _core(trace, P.P_HW, C, params)
+        assert (r.per_queue == qc).all() and (r.victims == vic).all(), (overrides, seed, C)
+        np.testing.assert_array_equal(r.per_queue_score, qs)
