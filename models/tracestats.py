@@ -240,6 +240,8 @@ def format_stats(s: dict) -> str:
                  f"{s.get('decode_steps', 0)} with reads), max pos {_fmt(s['max_pos'])}")
     if s.get("family"):
         add("family", f"{s['family']} ({s.get('generator')})")
+    elif s.get("generator"):
+        add("generator", str(s["generator"]))
     if s.get("full_rows"):
         fr = s["full_rows"]
         add("full rows, sparse layers", f"reads hold {_fmt(fr['topk_mass_mean'], True)} of the row; "
