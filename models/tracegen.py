@@ -343,6 +343,8 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         "params": dataclasses.asdict(p),
         "retrieval_queues": np.flatnonzero(retrieval).tolist(),
         "needle_episodes": len(episodes),
+        # [first_step, end_step (exclusive), layer, head, first_pos, end_pos (exclusive)]
+        "needles": [[e0, e1, q // n_kv_heads, q % n_kv_heads, lo, hi] for (e0, e1, q, lo, hi) in episodes],
         # Sparse (non-dense) layers: top-k share of the full row, and the full row's near-zero share.
         "topk_mass_mean": round(float(kept[sparse_rows].mean()), 6) if sparse_rows.any() else None,
         "row_near_zero_mean": round(float(nz[sparse_rows].mean()), 6) if sparse_rows.any() else None,

@@ -101,6 +101,21 @@ def test_needle_family_reads_long_untouched_positions():
     assert s["cold_reads"]["256"]["reads"] > 5 * _family("heavy")[1]["cold_reads"]["256"]["reads"]
 
 
+def test_needle_passages_take_most_of_their_rows_mass():
+    t, _ = _family("needle")
+    key = t.step.astype(np.int64) * t.n_queues + t.queue      # non-decreasing: rows are contiguous
+    shares = []
+    for e0, e1, layer, head, lo, hi in t.meta["needles"]:
+        newest = 511 + e0                                     # P at the episode's first step
+        assert e1 - e0 == 2 and hi - lo == 16 and 1 <= lo and hi - 1 <= newest - 128
+        for s in range(e0, e1):
+            k = s * t.n_queues + layer * t.n_kv_heads + head
+            a, b = np.searchsorted(key, [k, k + 1])
+            inside = (t.op[a:b] == OP_READ) & (t.pos[a:b] >= lo) & (t.pos[a:b] < hi)
+            shares.append(t.score[a:b][inside].sum())
+    assert len(shares) == 2 * t.meta["needle_episodes"] and np.mean(shares) > 0.8
+
+
 def test_heads_family_mixes_stable_and_retrieval_heads():
     t, s = _family("heads")
     retrieval = t.meta["retrieval_queues"]
