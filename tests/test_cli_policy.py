@@ -1,0 +1,199 @@
+"""`cxlkv policy`: replay (text and JSON, budgets as counts or percentages), sweep (CSV + PNG),
+and clean refusal of every malformed trace the issue lists (exit 2, one line naming the key)."""
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from cxlkv.models import policy as P
+from cxlkv.models.trace import Trace, save_trace
+from cxlkv.sw import cli
+
+
+def _trace(n_pos=30, steps=40, seed=0):
+    """One small decode-like trace: prefill writes, then per step an append and a few reads."""
+    rng = np.random.default_rng(seed)
+    rows = [(0, q // 2, q % 2, p, 1, 0.0) for q in range(4) for p in range(n_pos)]
+    for s in range(1, steps + 1):
+        for q in range(4):
+            newest = n_pos + s - 1
+            rows.append((s, q // 2, q % 2, newest, 1, 0.0))
+            picks = sorted(set(rng.integers(0, newest + 1, 6).tolist()) | {0, newest})
+            w = rng.random(len(picks)).astype(np.float32)
+            rows += [(s, q // 2, q % 2, p, 0, float(x)) for p, x in zip(picks, w / w.sum())]
+    a = np.array(rows, dtype=object)
+    return Trace(a[:, 0].astype(np.int32), a[:, 1].astype(np.uint16), a[:, 2].astype(np.uint16),
+                 a[:, 3].astype(np.uint32), a[:, 4].astype(np.uint8), a[:, 5].astype(np.float32), 2, 2)
+
+
+def _csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    path = tmp_path / "t.npz"
+    save_trace(path, _trace())
+    return path
+
+
+def test_replay_json_has_the_contract_keys(trace_file, capsys):
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("policy", "entries", "events", "reads", "read_hits", "hit_rate", "writes", "fills", "evictions",
+                "prefetches", "prefetch_hits", "attention_recall"):
+        assert key in out, key
+    assert out["policy"] == "lru" and out["entries"] == 8
+    assert out["fills"] == out["reads"] - out["read_hits"]
+    assert out["hit_rate"] == out["read_hits"] / out["reads"]
+    # the CLI prints what the model computes
+    want = P.replay(_trace(), "lru", 8).summary()
+    assert {k: out[k] for k in want if k != "params"} == {k: v for k, v in want.items() if k != "params"}
+
+
+def test_replay_percentage_budget_and_text(trace_file, capsys):
+    ctx = 30 + 40    # prefill positions + appended positions
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "hw", "--entries", "10%"]) == 0
+    out = capsys.readouterr().out
+    assert f"{-(-ctx // 10)} entries per queue" in out and "hit rate" in out
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "hw", "--entries", "10%", "--json",
+                     "--per-queue", "--param", "hw_tau=9", "--param", "hw_pinned=1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["entries"] == 7 and len(out["per_queue"]) == 4
+    assert out["params"]["hw_tau"] == 9 and out["params"]["hw_pinned"] == 1
+
+
+def test_replay_prefetch_reports_accuracy_and_bytes(trace_file, capsys):
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "ema+prefetch", "--entries", "12",
+                     "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["prefetches"] > 0 and 0 <= out["prefetch_accuracy"] <= 1
+    assert out["bytes_moved"] == (out["fills"] + out["prefetches"]) * 512
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--policy", "lru", "--entries", "0"], "--entries must be at least 1"),
+    (["--policy", "lru", "--entries", "ten"], "neither an integer nor a percentage"),
+    (["--policy", "lru", "--entries", "150%"], "(0, 100]"),
+    (["--policy", "hw", "--entries", "4", "--param", "hw_tau"], "NAME=VALUE"),
+    (["--policy", "hw", "--entries", "4", "--param", "hw_tau=x"], "not an integer"),
+    (["--policy", "hw", "--entries", "4", "--param", "hw_tau=0"], "hw_tau"),
+    (["--policy", "hw", "--entries", "4", "--param", "bogus=1"], "unknown policy parameter"),
+    (["--policy", "min", "--entries", "4", "--param", "window=2"], "does not prefetch"),
+])
+def test_replay_bad_arguments_are_refused(trace_file, capsys, argv, message):
+    assert cli.main(["policy", "replay", str(trace_file), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: ") and message in err and "Traceback" not in err
+
+
+def _arrays():
+    t = _trace(n_pos=6, steps=3)
+    a = {k: getattr(t, k) for k in ("step", "layer", "head", "pos", "op", "score")}
+    a["n_layers"], a["n_kv_heads"] = np.array(2), np.array(2)
+    return a
+
+
+def _decreasing_step(a):
+    a["step"] = a["step"].copy()
+    a["step"][30] = 0     # events 24.. are step 1
+    return 30
+
+
+def _layer_out_of_range(a):
+    a["layer"] = a["layer"].copy()
+    a["layer"][7] = 2
+    return 7
+
+
+def _nan_score(a):
+    a["score"] = a["score"].copy()
+    a["score"][27] = np.nan
+    return 27
+
+
+def _missing_key(a):
+    del a["pos"]
+
+
+def _unequal_lengths(a):
+    a["op"] = a["op"][:-3]
+    return len(a["op"])        # the first event 'op' lacks
+
+
+@pytest.mark.parametrize("mutate,key,with_index", [
+    (_decreasing_step, "step", True),
+    (_layer_out_of_range, "layer", True),
+    (_nan_score, "score", True),
+    (_missing_key, "pos", False),
+    (_unequal_lengths, "op", True),
+])
+def test_malformed_traces_are_refused_cleanly(tmp_path, capsys, mutate, key, with_index):
+    a = _arrays()
+    index = mutate(a)
+    path = tmp_path / "bad.npz"
+    with open(path, "wb") as f:
+        np.savez(f, **a)
+    for argv in (["policy", "replay", str(path), "--policy", "hw", "--entries", "4"],
+                 ["policy", "sweep", "--traces", str(path), "--budgets", "10", "--out", str(tmp_path / "o")]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("cxlkv: error: ") and err.count("\n") == 1 and "Traceback" not in err
+        assert f"key '{key}'" in err
+        if with_index:
+            assert f"event {index}" in err
+    assert not (tmp_path / "o" / "sweep.csv").exists()      # nothing half-written
+
+
+@pytest.mark.parametrize("content", [b"this is not a zip archive", b"", b"PK\x03\x04 truncated"])
+def test_not_an_npz_is_refused_cleanly(tmp_path, capsys, content):
+    path = tmp_path / "junk.npz"
+    path.write_bytes(content)
+    assert cli.main(["policy", "replay", str(path), "--policy", "lru", "--entries", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: ") and "key '(file)'" in err and "Traceback" not in err
+
+
+def test_missing_file_is_refused_cleanly(tmp_path, capsys):
+    assert cli.main(["policy", "replay", str(tmp_path / "nope.npz"), "--policy", "lru", "--entries", "4"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_sweep_writes_csv_and_png(trace_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", "lru,min,hw,ema+prefetch",
+                     "--budgets", "10,50", "--param", "hw:hw_tau=8", "--out", str(out)]) == 0
+    rows = _csv(out / "sweep.csv")
+    assert len(rows) == 8 and {r["policy"] for r in rows} == {"lru", "min", "hw", "ema+prefetch"}
+    for r in rows:
+        want = P.replay(_trace(), r["policy"], int(r["entries"]),
+                        **({"hw_tau": 8} if r["policy"] == "hw" else {})).summary()
+        assert int(r["read_hits"]) == want["read_hits"] and int(r["evictions"]) == want["evictions"]
+        if r["policy"] == "min":
+            assert float(r["hit_rate_vs_min"]) == 1.0
+    assert json.loads(next(r for r in rows if r["policy"] == "hw")["params"])["hw_tau"] == 8
+    png = (out / "sweep_t.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_synthetic_family(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--families", "recent", "--policies", "lru,hw", "--budgets", "20",
+                     "--no-png", "--out", str(out)]) == 0
+    rows = _csv(out / "sweep.csv")
+    assert [(r["trace"], r["family"], r["policy"]) for r in rows] == [
+        ("synth-recent", "recent", "lru"), ("synth-recent", "recent", "hw")]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--policies", "lru,fifo"], "unknown policy 'fifo'"),
+    (["--budgets", "10,x"], "comma-separated"),
+    (["--budgets", "0"], "not in (0, 100]"),
+    (["--families", "nope"], "unknown trace family"),
+    (["--param", "hw:bogus=1"], "unknown policy parameter"),
+])
+def test_sweep_bad_arguments(tmp_path, capsys, argv, message):
+    assert cli.main(["policy", "sweep", "--out", str(tmp_path / "o"), *argv]) == 2
+    assert message in capsys.readouterr().err
