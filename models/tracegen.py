@@ -276,7 +276,7 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
 
     # Decode: one row per (step, queue) over all positions, in chunks of steps.
     z = rng.standard_normal((nq, npos))
-    a = np.sqrt(1.0 - rho * rho)[:, None]
+    innovation = np.sqrt(1.0 - rho * rho)[:, None]          # keeps the noise's variance at 1
     chunk = max(1, _CHUNK_CELLS // (nq * npos))
     parts, kept_mass, near_zero = [], [], []
     for s0 in range(1, steps + 1, chunk):
@@ -285,7 +285,7 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         newest = prefill + np.arange(s0, s1) - 1                 # position appended at each step
         eps = rng.standard_normal((n, nq, npos))
         for i in range(n):                                       # AR(1) query content across steps
-            z = rho[:, None] * z + a * eps[i]
+            z = rho[:, None] * z + innovation * eps[i]
             eps[i] = z
         logits = eps
         logits *= noise_std[None, :, None]
@@ -325,18 +325,17 @@ def synth(family: str, *, n_layers=4, n_kv_heads=2, prefill=512, steps=512, seed
         # Full-row sparsity: resident entries below 1% of the row's largest weight.
         near_zero.append(((w < 0.01 * w.max(axis=2, keepdims=True)).sum(axis=2) - (npos - resident)[:, None])
                          .ravel() / np.repeat(resident, nq))
-        si, qi, pi = (a.astype(np.int32) for a in np.nonzero(sel))  # row-major: step, queue, ascending pos
+        si, qi, pi = (ix.astype(np.int32) for ix in np.nonzero(sel))  # row-major: step, queue, ascending pos
         wsel = w[si, qi, pi]
         rows_mass = np.bincount(si.astype(np.int64) * nq + qi, weights=wsel, minlength=n * nq)
         kept_mass.append(rows_mass)                              # mass the top-k holds, per row
         sc = (wsel / rows_mass[si.astype(np.int64) * nq + qi]).astype(np.float32)
         parts.append((s0, si, qi, pi, sc, kq.ravel(), newest))
 
-    trace = _assemble(parts, prefill, nq, n_kv_heads)
+    trace = _assemble(parts, prefill, n_layers, n_kv_heads)
     kept = np.concatenate(kept_mass)
     sparse_rows = np.tile(~dense, steps)
     nz = np.concatenate(near_zero)
-    trace.n_layers, trace.n_kv_heads = n_layers, n_kv_heads
     trace.meta = {
         "generator": GENERATOR, "version": VERSION, "family": family, "seed": seed,
         "n_layers": n_layers, "n_kv_heads": n_kv_heads, "prefill": prefill, "steps": steps,
@@ -364,20 +363,18 @@ def _needle_episodes(rng, p, needle_rate, heavy, prefill, steps):
         s = int(si) + 1
         newest = prefill + s - 1
         last_start = newest - p.needle_min_age - p.needle_span + 1
-        if last_start < 0:
+        if last_start < 1:                          # too early in the sequence for a needle
             continue
-        lo_pos = 1                                  # never the first token (a sink in every head)
-        if last_start < lo_pos:
-            continue
-        cand = np.arange(lo_pos, last_start + 1)
+        cand = np.arange(1, last_start + 1)         # never position 0, the sink of every head with sinks
         cold = cand[heavy[q, cand] <= cold_cut[q]]
         start = int(rng.choice(cold if len(cold) else cand))
         out.append((s, min(s + p.needle_len, steps + 1), int(q), start, start + p.needle_span))
     return out
 
 
-def _assemble(parts, prefill, nq, n_kv_heads) -> Trace:
+def _assemble(parts, prefill, n_layers, n_kv_heads) -> Trace:
     """Prefill writes, then per (step, queue): the append write followed by that row's reads."""
+    nq = n_layers * n_kv_heads
     pre_q = np.repeat(np.arange(nq), prefill)
     pre_pos = np.tile(np.arange(prefill), nq)
     steps_l, q_l, pos_l, op_l, sc_l = [np.zeros(nq * prefill, np.int64)], [pre_q], [pre_pos], \
@@ -405,4 +402,4 @@ def _assemble(parts, prefill, nq, n_kv_heads) -> Trace:
     return Trace(step=np.concatenate(steps_l).astype(np.int32),
                  layer=(q // n_kv_heads).astype(np.uint16), head=(q % n_kv_heads).astype(np.uint16),
                  pos=np.concatenate(pos_l).astype(np.uint32), op=np.concatenate(op_l),
-                 score=np.concatenate(sc_l), n_layers=1, n_kv_heads=1)
+                 score=np.concatenate(sc_l), n_layers=n_layers, n_kv_heads=n_kv_heads)
