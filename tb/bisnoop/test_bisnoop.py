@@ -9,13 +9,14 @@
   against the RTL, with input gaps and output backpressure; scoreboards per output
   channel against the model; the host's own checks (no stale or lost data, filter
   covers the host) every cycle; a final read-back of every line.
-  CXLKV_BISNOOP_CYCLES (default 3000).
+  CXLKV_BISNOOP_CYCLES (default 20000).
 * test_scoreboard_catches_corruption: negative test of the scoreboards.
 * test_status_clear_and_irq: sticky status, irq, write-one-to-clear.
 * test_throughput: bisnoop.msgs_per_cycle under random conflict-free traffic.
 """
 import json
 import os
+from collections import deque
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge
@@ -54,23 +55,42 @@ async def test_directed_scenarios(dut):
     env.check_scoreboards()
 
 
-async def _host_run(dut, env, cycles, policy_rate=0.08, ready_prob=0.75):
+async def _host_run(dut, env, cycles, policy_rate=0.08, ready_prob=0.75, max_delay=12):
+    """The host cache against the RTL. S2M messages reach the host after a random delay
+    (per channel, in order), so a BISnp can overtake a Cmp sent before it: both orders
+    of the conflict flow happen."""
     rng = env.rng
     host = HostCache(env.cfg["lines"], env.dw, rng)
     errors = []
+    inbox = {ch: deque() for ch in ("s2m_ndr", "s2m_drs", "s2m_bisnp")}
 
-    def on_output(ch, msg):
+    def check(fn, *args):
         try:
-            if ch == "policy_rsp":
-                host.released(msg)
-            elif ch == "error":
-                errors.append(f"device reported {msg} to a correct host")
-            else:
-                for ich, imsg in host.receive(ch, msg):
-                    env.queues[ich].append(imsg)
-            host.check_filter(read_filter(dut, env.cfg["lines"]))
+            fn(*args)
         except AssertionError as exc:
             errors.append(str(exc))
+
+    def on_output(ch, msg):
+        if ch == "policy_rsp":
+            check(host.released, msg)
+        elif ch == "error":
+            errors.append(f"device reported {msg} to a correct host")
+        else:
+            inbox[ch].append((env.cycle + rng.randrange(max_delay + 1), msg))
+        check(host.check_filter, read_filter(dut, env.cfg["lines"]))
+
+    def deliver(ch, msg):
+        for ich, imsg in host.receive(ch, msg):
+            env.queues[ich].append(imsg)
+
+    async def postman():
+        while True:
+            await RisingEdge(dut.clk)
+            for ch, q in inbox.items():
+                while q and q[0][0] <= env.cycle:
+                    check(deliver, ch, q.popleft()[1])
+
+    cocotb.start_soon(postman())
 
     env.listeners.append(on_output)
     for ch in M.OUT_CHANNELS:
@@ -86,17 +106,26 @@ async def _host_run(dut, env, cycles, policy_rate=0.08, ready_prob=0.75):
             env.queues["policy"].append({"op": rng.choice((M.P_EVICT, M.P_EVICT, M.P_DOWNGRADE, M.P_PROBE)),
                                          "addr": rng.randrange(env.cfg["lines"])})
         assert not errors, errors[0]
-    await env.quiet(limit=50_000)
+    await settle(env, inbox)
     for ich, imsg in host.flush():
         env.queues[ich].append(imsg)
-    await env.quiet(limit=50_000)
+    await settle(env, inbox)
     for line in range(env.cfg["lines"]):          # read everything back: memory = newest write
         for ich, imsg in host.read_back(line):
             env.queues[ich].append(imsg)
-    await env.quiet(limit=50_000)
+    await settle(env, inbox)
     assert not errors, errors[0]
     assert not host.pending and not host.snoops, f"host left waiting: {host.pending} {host.snoops}"
     return host
+
+
+async def settle(env, inbox):
+    """Until the device is quiet and every message has reached the host."""
+    for _ in range(1000):
+        await env.quiet(limit=50_000)
+        if not any(inbox.values()) and not any(env.queues.values()):
+            return
+    raise AssertionError("the host run never settled")
 
 
 def read_filter(dut, lines):
@@ -109,10 +138,11 @@ async def test_host_random(dut):
     env = BISnoopEnv(dut, test_rng())
     await env.start()
     await env.clean_slate()
-    host = await _host_run(dut, env, env_int("CXLKV_BISNOOP_CYCLES", 3000))
+    host = await _host_run(dut, env, env_int("CXLKV_BISNOOP_CYCLES", 20000))
     env.check_scoreboards()
     dut._log.info("host run: %s; %d inputs accepted in %d cycles", host.stats, env.accepted, env.cycle)
     assert host.stats["snoops"] > 10 and host.stats["released"] > 5 and host.stats["writebacks"] > 10
+    assert host.stats["conflict_ack_first"] and host.stats["conflict_cmp_first"], "a conflict order never happened"
 
 
 @cocotb.test()
