@@ -1,0 +1,163 @@
+"""The driver's ``serial`` transport: the FPGA board's UART-to-AXI4-Lite bridge.
+
+Frames are built and parsed by the bridge's golden model
+(cxlkv.models.uartbridge), so host and gateware share one definition of the
+protocol (docs/uartbridge.md). :class:`BridgeTransport` holds the protocol
+logic over abstract byte I/O; :class:`SerialTransport` puts it on a serial
+port with pyserial; the cocotb bench (tb/uartbridge) puts it on the RTL's
+UART pins, so the same code runs against the simulation and the board.
+
+Errors: an AXI error response raises :class:`~cxlkv.sw.transport.BusError`
+(SLVERR/DECERR, as every transport does); a bridge error, a missing answer
+or a garbled one raises :class:`~cxlkv.sw.transport.TransportError` naming
+what happened. A request the bridge reports as not executed (checksum error,
+frame timeout) is resent once after resynchronising; a request whose answer
+was lost is not resent (a write may have happened), the link is resynchronised
+and the error raised.
+"""
+from __future__ import annotations
+
+import abc
+import time
+
+from cxlkv.models import uartbridge as proto
+from cxlkv.sw.transport import BusError, Transport, TransportError
+
+#: Bridge errors after which the request was certainly not executed.
+NOT_EXECUTED = (proto.ERR_CHECKSUM, proto.ERR_FRAME_TIMEOUT)
+
+
+class BridgeTransport(Transport):
+    """Register access through the bridge protocol over some byte channel."""
+    name = "serial"
+    #: how many times a request the bridge did not execute is resent
+    retries = 1
+
+    @abc.abstractmethod
+    async def _write(self, data: bytes) -> None:
+        """Send bytes to the bridge."""
+
+    @abc.abstractmethod
+    async def _read(self, n: int) -> bytes:
+        """Receive exactly ``n`` bytes; raise TransportError when they do not come in time."""
+
+    @abc.abstractmethod
+    async def _quiet(self) -> None:
+        """Stay silent for longer than the bridge's frame timeout, then drop everything received."""
+
+    async def resync(self) -> None:
+        """Bring bridge and host to a frame boundary and check that a bridge answers."""
+        await self._quiet()
+        _, data = await self._request(proto.encode_ping(), proto.KIND_PING, retry=False)
+        if data != proto.PING_MAGIC:
+            raise TransportError(f"the bridge's ping answered {data:#010x}, not {proto.PING_MAGIC:#010x}")
+
+    async def _request(self, frame: bytes, kind: int, retry: bool = True):
+        for attempt in range(self.retries + 1 if retry else 1):
+            await self._write(frame)
+            try:
+                first = await self._read(1)
+                n = proto.response_length(first[0])
+                if n is None:
+                    raise proto.ProtocolError(f"byte {first[0]:#04x} where a response status was expected")
+                got_kind, code, data = proto.decode_response(first + await self._read(n - 1))
+            except (TransportError, proto.ProtocolError) as exc:
+                await self._quiet()
+                raise TransportError(f"{self.name}: no valid answer from the UART bridge ({exc})") from None
+            if got_kind == proto.KIND_ERROR:
+                if code in NOT_EXECUTED and attempt < (self.retries if retry else 0):
+                    await self._quiet()
+                    continue
+                raise TransportError(f"{self.name}: the UART bridge reported {proto.ERROR_NAMES[code]}")
+            if got_kind != kind:
+                await self._quiet()
+                raise TransportError(f"{self.name}: answer of kind {got_kind} to a request of kind {kind}")
+            return code, data
+        raise AssertionError("unreachable")
+
+    async def read32(self, addr):
+        resp, data = await self._request(proto.encode_read(addr), proto.KIND_READ)
+        if resp:
+            raise BusError("read", addr, resp)
+        return data
+
+    async def write32(self, addr, value):
+        resp, _ = await self._request(proto.encode_write(addr, value), proto.KIND_WRITE)
+        if resp:
+            raise BusError("write", addr, resp)
+
+
+def quiet_seconds(baud: int) -> float:
+    """Silence that certainly outlasts the bridge's frame timeout (640 bit times) at ``baud``."""
+    return 2 * 640 / baud + 0.01
+
+
+class SerialTransport(BridgeTransport):
+    """The UART bridge on a serial port: ``SerialTransport("/dev/ttyUSB0", 115200)``.
+
+    ``port`` is anything pyserial opens (a device path, a pseudo-terminal,
+    ``socket://host:port``, ``rfc2217://...``); ``timeout_s`` bounds the wait
+    for each answer. The first access resynchronises and pings the bridge, so a
+    port with no bridge behind it fails there with a clear message.
+    """
+    name = "serial"
+
+    def __init__(self, port: str, baud: int = 115200, timeout_s: float = 1.0):
+        try:
+            import serial
+        except ImportError:
+            raise TransportError("the serial transport needs pyserial (pip install pyserial)") from None
+        self.port, self.baud, self.timeout_s = port, baud, timeout_s
+        try:
+            self.ser = serial.serial_for_url(port, baudrate=baud, bytesize=8, parity="N", stopbits=1,
+                                             timeout=timeout_s, write_timeout=timeout_s)
+        except (serial.SerialException, ValueError, OSError) as exc:
+            raise TransportError(f"cannot open serial port {port}: {exc}") from None
+        self._checked = False
+
+    async def _write(self, data):
+        import serial
+        try:
+            self.ser.write(data)
+            self.ser.flush()
+        except serial.SerialException as exc:
+            raise TransportError(f"{self.port}: write failed: {exc}") from None
+
+    async def _read(self, n):
+        import serial
+        deadline = time.monotonic() + self.timeout_s
+        buf = b""
+        try:
+            while len(buf) < n:
+                if time.monotonic() > deadline:
+                    break
+                buf += self.ser.read(n - len(buf))
+        except serial.SerialException as exc:
+            raise TransportError(f"{self.port}: read failed: {exc}") from None
+        if len(buf) < n:
+            raise TransportError(f"timed out after {self.timeout_s} s waiting for {n} bytes, got {len(buf)}")
+        return buf
+
+    async def _quiet(self):
+        time.sleep(quiet_seconds(self.baud))
+        self.ser.reset_input_buffer()
+
+    async def _first_contact(self):
+        if not self._checked:
+            try:
+                await self.resync()
+            except TransportError as exc:
+                raise TransportError(f"{self.port} at {self.baud} baud: {exc} "
+                                     "(is the board programmed, the cable connected, the baud rate right?)") from None
+            self._checked = True
+
+    async def read32(self, addr):
+        await self._first_contact()
+        return await super().read32(addr)
+
+    async def write32(self, addr, value):
+        await self._first_contact()
+        return await super().write32(addr, value)
+
+    async def close(self):
+        self.ser.close()
