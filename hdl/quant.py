@@ -69,28 +69,46 @@ def readback_layout(tag_width):
 
 # --------------------------------------------------------------------------- combinational helpers
 
-def _bit_length(v):
-    """Bit length of an unsigned value (0 for 0): a priority encoder."""
-    n = Const(0, range(len(v) + 1))
-    for i in range(len(v)):
-        n = Mux(v[i], i + 1, n)
+def _bit_length(m, v, name):
+    """Bit length of an unsigned value (0 for 0): leading zeros by binary search, log2 steps."""
+    width = 1 << (len(v) - 1).bit_length()
+    x = Signal(width, name=f"{name}_x0")
+    m.d.comb += x.eq(v)
+    zeros = []
+    step = width // 2
+    while step:
+        top_zero = Signal(name=f"{name}_z{step}")
+        nxt = Signal(width, name=f"{name}_x{step}")
+        m.d.comb += [top_zero.eq(x[width - step:] == 0),
+                     nxt.eq(Mux(top_zero, (x << step)[:width], x))]
+        zeros.append(top_zero)
+        x = nxt
+        step //= 2
+    n = Signal(range(width + 1), name=name)
+    # leading zeros = the skipped steps (binary weights) + 1 if the last bit is zero too
+    m.d.comb += n.eq(width - (Cat(*reversed(zeros)) + ~x[-1]))
     return n
 
 
+def _low_ones(width, s):
+    """``2^s - 1`` in ``width`` bits for 0 <= s <= width, without a widening left shift."""
+    return Const((1 << width) - 1, width) >> (width - s)[:len(s) + 1]
+
+
 def _rne_shift_right(m, v, s, name):
-    """``v / 2^s`` rounded to nearest, ties to even (v, s unsigned).
+    """``v / 2^s`` rounded to nearest, ties to even (v, s unsigned; s <= len(v)).
 
     Adds ``2^(s-1) - 1 + lsb`` (lsb = bit 0 of the truncated quotient) before the
     truncating shift: a remainder above one half, or exactly one half with an odd
     quotient, carries into the quotient. For s = 0 nothing is added.
     """
     width = len(v)
-    below_half = Signal(width, name=f"{name}_below_half")   # 2^(s-1) - 1: ones in bits 0 .. s-2
-    m.d.comb += below_half.eq(Cat(*[s >= i + 2 for i in range(width)]))
     lsb = Signal(name=f"{name}_lsb")
     m.d.comb += lsb.eq((v >> s)[0] & (s != 0))
+    bias = Signal(width, name=f"{name}_bias")    # 2^(s-1) - 1 + lsb
+    m.d.comb += bias.eq(Mux(s == 0, 0, _low_ones(width, s - 1) + lsb))
     out = Signal(width + 1, name=name)
-    m.d.comb += out.eq((v + below_half + lsb) >> s)
+    m.d.comb += out.eq((v + bias) >> s)
     return out
 
 
@@ -159,19 +177,25 @@ class LineQuantizer(wiring.Component):
 
         # -- S2: line max/min by total-order keys (-0 < +0); any Inf/NaN
         lanes1 = [s1.data[k] for k in range(LANES)]
-        keys = [Mux(b[15], ~b, b | 0x8000) for b in lanes1]
+        keys = []
+        for k, b in enumerate(lanes1):
+            key = Signal(16, name=f"key{k}")
+            m.d.comb += key.eq(Mux(b[15], ~b, b | 0x8000))
+            keys.append(key)
 
-        def reduce(vals, pick):
+        def reduce(vals, pick, name):
+            level = 0
             while len(vals) > 1:
-                vals = [pick(vals[i], vals[i + 1]) for i in range(0, len(vals), 2)]
+                nxt = []
+                for i in range(0, len(vals), 2):
+                    node = Signal(16, name=f"{name}_{level}_{i // 2}")
+                    m.d.comb += node.eq(pick(vals[i], vals[i + 1]))
+                    nxt.append(node)
+                vals, level = nxt, level + 1
             return vals[0]
 
-        key_max = Signal(16)
-        key_min = Signal(16)
-        m.d.comb += [
-            key_max.eq(reduce(keys, lambda a, b: Mux(a > b, a, b))),
-            key_min.eq(reduce(keys, lambda a, b: Mux(a < b, a, b))),
-        ]
+        key_max = reduce(keys, lambda a, b: Mux(a > b, a, b), "key_max")
+        key_min = reduce(keys, lambda a, b: Mux(a < b, a, b), "key_min")
 
         def key_to_bits(k):
             return Mux(k[15], k ^ 0x8000, ~k)
@@ -205,19 +229,21 @@ class LineQuantizer(wiring.Component):
             for f in (M.FP8, M.INT8, M.INT4):
                 with m.Case(f):
                     m.d.comb += code_width.eq(M.CODE_LIMIT[f][1])
-        blen = Signal(range(FIX_BITS + 2))
-        m.d.comb += blen.eq(_bit_length(bounded))
+        blen = _bit_length(m, bounded, "blen")
         j0 = Signal(SHIFT_BITS)
         m.d.comb += j0.eq(Mux(blen > code_width, blen - code_width, 0))
-        limit = Signal(FIX_BITS + 2)                   # C << j0
+        code_limit = Signal(9)
         with m.Switch(s2.fmt):
             for f in (M.FP8, M.INT8, M.INT4):
                 with m.Case(f):
-                    m.d.comb += limit.eq(Const(M.CODE_LIMIT[f][0]) << j0)
+                    m.d.comb += code_limit.eq(M.CODE_LIMIT[f][0])
+        # bounded > C * 2^j0  <=>  ceil(bounded / 2^j0) > C
+        bounded_ceil = Signal(FIX_BITS + 2)
+        m.d.comb += bounded_ceil.eq((bounded + _low_ones(FIX_BITS + 1, j0)) >> j0)
         j = Signal(SHIFT_BITS)
-        m.d.comb += j.eq(j0 + (bounded > limit))
+        m.d.comb += j.eq(j0 + (bounded_ceil > code_limit))
         scale = Signal(16)                             # FP16 bits of 2^(j - 24)
-        m.d.comb += scale.eq(Mux(j < 10, Const(1, 10) << j, Cat(Const(0, 10), j - 9)))
+        m.d.comb += scale.eq(Mux(j < 10, Const(0x200, 10) >> (9 - j)[:4], Cat(Const(0, 10), (j - 9)[:6])))
         s3 = carry(s2, "s3")
         s3_raw = carry(s2_raw, "s3_raw")
         s3_j = carry(j, "s3_j")
@@ -231,8 +257,7 @@ class LineQuantizer(wiring.Component):
         s4_ops, s4_shifts, s4_exps, s4_signs, s4_zero = [], [], [], [], []
         for k in range(LANES):
             sign, mag = _fp16_fix(s3.data[k])
-            lane_len = Signal(range(FIX_BITS + 1), name=f"len{k}")
-            m.d.comb += lane_len.eq(_bit_length(mag))
+            lane_len = _bit_length(m, mag, f"len{k}")
             fp8_shift = Signal(SHIFT_BITS, name=f"fp8_shift{k}")   # max(len + 5, j)
             m.d.comb += fp8_shift.eq(Mux(lane_len + 5 > s3_j, lane_len + 5, s3_j))
             diff = Signal(FIX_BITS + 1, name=f"diff{k}")           # value - min >= 0
@@ -337,7 +362,7 @@ class LineDequantizer(wiring.Component):
         pow2_sub = (s_exp == 0) & (s_mant != 0) & ((s_mant & (s_mant - 1)) == 0)
         pow2_norm = (s_exp != 0) & (s_mant == 0)
         j = Signal(SHIFT_BITS)
-        m.d.comb += j.eq(Mux(s_exp == 0, _bit_length(s_mant) - 1, s_exp + 9))
+        m.d.comb += j.eq(Mux(s_exp == 0, _bit_length(m, s_mant, 'scale_len') - 1, s_exp + 9))
         j_max = Signal(SHIFT_BITS)
         with m.Switch(d1.fmt):
             for f in (M.FP8, M.INT8, M.INT4):
@@ -363,7 +388,9 @@ class LineDequantizer(wiring.Component):
             sign = Signal(name=f"sign{k}")
             nan = Signal(name=f"nan{k}")
             total = Signal(signed(FIX_BITS + 4), name=f"total{k}")
-            m.d.comb += total.eq((c4 << j) + fix_min)
+            # q << j for j <= 38 (larger j: invalid scale, line replaced by NaN anyway)
+            m.d.comb += total.eq((Cat(Const(0, M.J_MAX[M.INT4]), c4) >> (M.J_MAX[M.INT4] - j)[:SHIFT_BITS])
+                                 + fix_min)
             with m.Switch(d1.fmt):
                 with m.Case(M.FP8):
                     m.d.comb += [
@@ -396,8 +423,7 @@ class LineDequantizer(wiring.Component):
         # Operands are pre-shifted left by 10, so the shift t - 10 - exp (>= -10) is >= 0.
         d3_ops, d3_shifts, d3_exps, d3_signs, d3_zero, d3_nans = [], [], [], [], [], []
         for k in range(LANES):
-            lane_len = Signal(range(mag_width + 1), name=f"dlen{k}")
-            m.d.comb += lane_len.eq(_bit_length(d2_mags[k]))
+            lane_len = _bit_length(m, d2_mags[k], f"dlen{k}")
             top = Signal(signed(8), name=f"top{k}")             # floor(log2 value)
             m.d.comb += top.eq(lane_len - 1 + d2_exps[k])
             t = Signal(signed(8), name=f"t{k}")

@@ -1,0 +1,10 @@
+"""Benchmarks of the quantizer: quant.lines_per_cycle (cocotb on Verilator, both paths)."""
+from cxlkv.tb.quant import BENCHES
+from cxlkv.tb.runner import run
+
+
+def measure():
+    result = run(BENCHES[0], testcase="test_throughput", env={"CXLKV_THROUGHPUT_LINES": "20000"})
+    if not result.passed:
+        raise RuntimeError(f"throughput test failed; see {result.build_dir}/sim.log")
+    return list(result.metrics.values())
