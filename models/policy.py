@@ -137,9 +137,14 @@ class PolicyParams:
     #: hw: EMA weight α, UQ0.16
     hw_alpha: int = 16384
     #: hw: decay time constant τ in steps (the EMA decays by exp(-1/τ) per step)
-    hw_tau: int = 4
+    hw_tau: int = 8
+    #: hw: τ of the retention deadline D = t + τ·ln(ema) (0: the same as hw_tau)
+    hw_rank_tau: int = 1
+    #: hw: that τ while the queue is *dense* (its previous step read more entries than it holds);
+    #: 0 = no dense mode
+    hw_rank_tau_long: int = 64
     #: hw: deadline bucket granularity, log2 steps (bucket = deadline >> bucket_bits)
-    hw_bucket_bits: int = 0
+    hw_bucket_bits: int = 3
     #: hw: positions 0 .. pinned-1 are never evicted (attention sinks)
     hw_pinned: int = 0
     #: hw: UQ0.16 sample a write folds into the EMA (credit of a freshly appended token)
@@ -151,7 +156,8 @@ class PolicyParams:
 
     RANGES = {
         "sinks": (0, MAX_POSITION + 1), "ema_alpha": (0, S.SCORE_MAX), "ema_tau": (S.TAU_MIN, S.TAU_MAX),
-        "window": (0, 4096), "hw_alpha": (0, S.SCORE_MAX), "hw_tau": (S.TAU_MIN, S.TAU_MAX),
+        "window": (0, 4096), "hw_alpha": (0, S.SCORE_MAX), "hw_tau": (S.TAU_MIN, S.TAU_MAX), "hw_rank_tau": (0, S.TAU_MAX),
+        "hw_rank_tau_long": (0, S.TAU_MAX),
         "hw_bucket_bits": (0, 24), "hw_pinned": (0, MAX_POSITION + 1), "hw_write_sample": (0, S.SCORE_MAX),
         "hw_read_credit": (0, S.SCORE_MAX), "entry_bytes": (1, 1 << 20),
     }
@@ -310,7 +316,7 @@ def _group_by_queue(queue, nq):
 
 @njit(cache=True)
 def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams, hw_ftab,
-                 record, victims, qcounts, qscores):
+                 hw_ftab_long, record, victims, qcounts, qscores):
     """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
     hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample]."""
     sinks = iparams[0]
@@ -387,12 +393,22 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
         sum_reads = 0.0
         sum_hits = 0.0
 
+        # hw dense mode: the queue's previous step read more entries than the queue holds
+        cur_s = np.int64(step[order[lo]])
+        step_reads = 0
+        dense = False
         for j in range(lo, hi):
             i = order[j]
             p = np.int64(pos[i])
             s = np.int64(step[i])
             is_read = op[i] == 0
             x = score[i]
+            if s != cur_s:
+                dense = hw_ftab_long.shape[0] > 0 and step_reads > C
+                step_reads = 0
+                cur_s = s
+            if is_read:
+                step_reads += 1
             if p > newest:
                 newest = p
             if p < pmin:
@@ -451,7 +467,10 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                         ema_of[pp] = _ema_update(dec, smp, hw_alpha)
                     seen[pp] = 1
                     tlast_of[pp] = s
-                    key1 = np.float64((s + hw_ftab[ema_of[pp]]) >> hw_g)
+                    if dense:
+                        key1 = np.float64((s + hw_ftab_long[ema_of[pp]]) >> hw_g)
+                    else:
+                        key1 = np.float64((s + hw_ftab[ema_of[pp]]) >> hw_g)
                     key2 = seq
                 elif policy == 5:
                     if not is_pf:
@@ -685,13 +704,33 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
 
 def hw_bucket_count(params: PolicyParams) -> int:
     """Deadline buckets a queue needs so that live keys never alias: ``(f(65535) >> g) + 2``."""
-    _, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
-    return (hw_retention(S.SCORE_MAX, hw_tau_ln2_q8(tau)) >> params.hw_bucket_bits) + 2
+    longest = max(hw_rank_tau(params), hw_rank_tau_long(params) or 1)
+    return (hw_retention(S.SCORE_MAX, hw_tau_ln2_q8(longest)) >> params.hw_bucket_bits) + 2
+
+
+def hw_rank_tau_long(params: PolicyParams) -> int:
+    """The deadline's τ in dense mode (0: no dense mode)."""
+    if not params.hw_rank_tau_long:
+        return 0
+    return S.sanitize_config(1, params.hw_rank_tau_long)[1]
+
+
+def hw_tables(params: PolicyParams) -> tuple[np.ndarray, np.ndarray]:
+    """Retention tables (normal, dense mode); the dense one is empty when there is no dense mode."""
+    tl = hw_rank_tau_long(params)
+    return (hw_retention_table(hw_tau_ln2_q8(hw_rank_tau(params))),
+            hw_retention_table(hw_tau_ln2_q8(tl)) if tl else np.zeros(0, np.int64))
+
+
+def hw_rank_tau(params: PolicyParams) -> int:
+    """The τ of the deadline (ranking): ``hw_rank_tau``, or ``hw_tau`` when that is 0."""
+    _, tau, _ = S.sanitize_config(1, params.hw_rank_tau or params.hw_tau)
+    return tau
 
 
 @njit(cache=True)
-def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, iparams, hw_ftab, NB,
-                       record, victims, qcounts, qscores):
+def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, iparams, hw_ftab,
+                       hw_ftab_long, NB, record, victims, qcounts, qscores):
     """hw (no prefetch) with the tracker's own structure: per queue, a ring of NB deadline
     buckets, each a FIFO list, plus one list of expired entries that whole buckets are spliced
     onto, in deadline order, as the step passes them. O(1) per event; equals the heap core
@@ -740,10 +779,19 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
         sum_hits = 0.0
         pmin = np.int64(npos)
         pmax = np.int64(-1)
+        cur_s = np.int64(step[order[lo]])
+        step_reads = 0
+        dense = False
         for j in range(lo, hi):
             i = order[j]
             p = np.int64(pos[i])
             s = np.int64(step[i])
+            if s != cur_s:
+                dense = hw_ftab_long.shape[0] > 0 and step_reads > C
+                step_reads = 0
+                cur_s = s
+            if op[i] == 0:
+                step_reads += 1
             if p < pmin:
                 pmin = p
             if p > pmax:
@@ -790,7 +838,10 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
             ema_of[p] = _ema_update(dec, smp, hw_alpha)
             seen[p] = 1
             tlast_of[p] = s
-            key = (s + hw_ftab[ema_of[p]]) >> hw_g
+            if dense:
+                key = (s + hw_ftab_long[ema_of[p]]) >> hw_g
+            else:
+                key = (s + hw_ftab[ema_of[p]]) >> hw_g
             sl = slot_of[p]
             if sl >= 0:
                 if is_read:
@@ -964,7 +1015,7 @@ def policy_param_dict(policy: str, p: PolicyParams) -> dict:
     """The parameters that matter to ``policy`` (for reports)."""
     names = {"lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
              "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
-             "hw": ("hw_alpha", "hw_tau", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "hw_read_credit", "window")}[policy]
+             "hw": ("hw_alpha", "hw_tau", "hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "hw_read_credit", "window")}[policy]
     return {k: getattr(p, k) for k in names}
 
 
@@ -985,7 +1036,8 @@ def _iparams(p: PolicyParams) -> np.ndarray:
     ha, ht, _ = S.sanitize_config(p.hw_alpha, p.hw_tau)
     er, hr = S.decay_rate(et), S.decay_rate(ht)
     return np.array([p.sinks, ea, er.mant, er.shift, p.window, ha, hr.mant, hr.shift,
-                     hw_tau_ln2_q8(ht), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit], dtype=np.int64)
+                     hw_tau_ln2_q8(hw_rank_tau(p)), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit],
+                    dtype=np.int64)
 
 
 def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | None = None,
@@ -1021,16 +1073,15 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
                     trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), record_victims, victims,
                     qcounts, qscores)
     elif n and policy == "hw" and params.window == 0:
-        ip = _iparams(params)
+        ftab, ftab_long = hw_tables(params)
         _replay_hw_buckets(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step,
-                           trace.pos, trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), ip,
-                           hw_retention_table(ip[8]), np.int64(hw_bucket_count(params)), record_victims,
+                           trace.pos, trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries),
+                           _iparams(params), ftab, ftab_long, np.int64(hw_bucket_count(params)), record_victims,
                            victims, qcounts, qscores)
     elif n:
         _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
                      trace.step, trace.pos, trace.op, trace.score,
                      np.int64(maxpos + 1 + params.window), np.int64(_POLICY_ID[policy]), np.int64(entries),
-                     _iparams(params), hw_retention_table(_iparams(params)[8]), record_victims, victims,
-                     qcounts, qscores)
+                     _iparams(params), *hw_tables(params), record_victims, victims, qcounts, qscores)
     return ReplayResult(policy, entries, params, trace.n_layers, trace.n_kv_heads, n, qcounts, qscores,
                         victims if record_victims else None)

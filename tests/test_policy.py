@@ -17,13 +17,13 @@ from cxlkv.models.trace import OP_READ, OP_WRITE, Trace
 # Random conformant traces
 # ---------------------------------------------------------------------------------------------
 
-def random_trace(seed, n=400, n_layers=2, n_kv_heads=2, n_pos=24, p_write=0.3, max_step_gap=3):
+def random_trace(seed, n=400, n_layers=2, n_kv_heads=2, n_pos=24, p_write=0.3, max_step_gap=3, p_step=0.2):
     """Steps non-decreasing; scores dyadic (multiples of 2^-12) so every float sum is exact."""
     rng = random.Random(seed)
     step, layer, head, pos, op, score = [], [], [], [], [], []
     s = rng.randrange(3)
     for _ in range(n):
-        if rng.random() < 0.2:
+        if rng.random() < p_step:
             s += rng.randrange(1, max_step_gap + 1)
         w = rng.random() < p_write
         step.append(s)
@@ -141,7 +141,8 @@ def reference_replay(trace, policy, C, params):
     a_ema, t_ema, _ = S.sanitize_config(params.ema_alpha, params.ema_tau)
     a_hw, t_hw, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
     rate_hw, rate_ema = S.decay_rate(t_hw), S.decay_rate(t_ema)
-    tln = P.hw_tau_ln2_q8(t_hw)
+    tln = P.hw_tau_ln2_q8(P.hw_rank_tau(params))
+    tln_dense = P.hw_tau_ln2_q8(P.hw_rank_tau_long(params)) if P.hw_rank_tau_long(params) else None
     params = P.PolicyParams(**{**params.__dict__, "hw_alpha": a_hw, "ema_alpha": a_ema})
     W = params.window
     tot = dict(reads=0, read_hits=0, evictions=0, prefetches=0, prefetch_hits=0, no_victim=0, fills=0)
@@ -153,7 +154,13 @@ def reference_replay(trace, policy, C, params):
         acc = {}
         seq = 0
         newest = -1
+        cur_step, step_reads, dense = qev[0][1], 0, False
         for (i, s, _, p, o, x) in qev:
+            if s != cur_step:
+                # dense mode: the previous step (of this queue) read more entries than the queue holds
+                dense = tln_dense is not None and step_reads > C
+                cur_step, step_reads = s, 0
+            step_reads += o == OP_READ
             newest = max(newest, p)
             if o == OP_READ:
                 tot["reads"] += 1
@@ -168,7 +175,8 @@ def reference_replay(trace, policy, C, params):
                 sample = min(P.score_to_uq16(x) + params.hw_read_credit, 65535) if o == OP_READ \
                     else params.hw_write_sample
                 if policy == "hw":
-                    key = (hw_reference_key(meta, pp, s, sample, params, rate_hw, tln, is_pf), seq)
+                    key = (hw_reference_key(meta, pp, s, sample, params, rate_hw, tln_dense if dense else tln,
+                                            is_pf), seq)
                 elif policy in ("ema", "ema+prefetch"):
                     e, _ = meta.get(pp, (0, 0))
                     if o == OP_READ and not is_pf:
@@ -231,6 +239,8 @@ POLICY_CASES = [
     ("hw", {"hw_tau": 300, "hw_alpha": 65535, "hw_bucket_bits": 3, "hw_pinned": 3, "hw_write_sample": 0}),
     ("hw", {"hw_tau": 9, "hw_alpha": 0, "hw_read_credit": 9000, "hw_write_sample": 65535}),
     ("hw", {"window": 2, "hw_pinned": 1, "hw_tau": 20}),
+    ("hw", {"hw_tau": 40, "hw_rank_tau": 3}), ("hw", {"hw_rank_tau_long": 0}),
+    ("hw", {"hw_rank_tau_long": 5, "hw_rank_tau": 2, "hw_bucket_bits": 0}), ("hw", {"hw_tau": 2, "hw_rank_tau": 100, "hw_bucket_bits": 2}),
 ]
 
 
@@ -239,7 +249,8 @@ POLICY_CASES = [
 def test_policy_core_equals_reference(policy, overrides, seed):
     rng = random.Random(seed * 7919 + len(overrides))
     trace = random_trace(seed + 50, n=rng.choice((100, 400)), n_pos=rng.choice((6, 20, 40)),
-                         p_write=rng.choice((0.1, 0.4)), max_step_gap=rng.choice((1, 40)))
+                         p_write=rng.choice((0.1, 0.4)), max_step_gap=rng.choice((1, 40)),
+                         p_step=(0.2, 0.02)[seed % 2])      # 0.02: long steps, so hw's dense mode engages
     params = P.make_params(policy, **overrides)
     for C in (1, 2, 5):
         want, want_victims = reference_replay(trace, policy, C, params)
@@ -390,7 +401,7 @@ def _core(trace, policy_id, C, params):
     ip = P._iparams(params)
     P._replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
                    trace.op, trace.score, np.int64(int(trace.pos.max()) + 1 + params.window), np.int64(policy_id),
-                   np.int64(C), ip, P.hw_retention_table(ip[8]), True, vic, qc, qs)
+                   np.int64(C), ip, *P.hw_tables(params), True, vic, qc, qs)
     return qc, qs, vic
 
 
@@ -406,15 +417,26 @@ def test_fast_lru_path_equals_the_heap_core(seed):
 
 @pytest.mark.parametrize("overrides", [{}, {"hw_tau": 1, "hw_bucket_bits": 0}, {"hw_tau": 50, "hw_bucket_bits": 3},
                                        {"hw_tau": 7, "hw_pinned": 3, "hw_bucket_bits": 1, "hw_write_sample": 30000},
-                                       {"hw_tau": 1 << 20, "hw_bucket_bits": 24}])
+                                       {"hw_tau": 1 << 20, "hw_bucket_bits": 24},
+                                       {"hw_tau": 30, "hw_rank_tau": 2, "hw_rank_tau_long": 0},
+                                       {"hw_rank_tau_long": 300, "hw_bucket_bits": 0}])
 @pytest.mark.parametrize("seed", range(4))
 def test_hw_bucket_structure_equals_the_heap_core(overrides, seed):
     """The tracker's structure (deadline-bucket ring + expired list, O(1) per event) makes exactly
     the heap core's decisions: min (bucket key, sequence)."""
-    trace = random_trace(seed + 200, n=900, n_pos=40, n_layers=2, max_step_gap=(1, 5, 60, 3)[seed])
+    trace = random_trace(seed + 200, n=900, n_pos=40, n_layers=2, max_step_gap=(1, 5, 60, 3)[seed],
+                         p_step=(0.2, 0.01)[seed % 2])
     params = P.make_params("hw", **overrides)
     for C in (1, 3, 8, 20):
         r = P.replay(trace, "hw", C, params=params, record_victims=True)
         qc, qs, vic = _core(trace, P.P_HW, C, params)
         assert (r.per_queue == qc).all() and (r.victims == vic).all(), (overrides, seed, C)
         np.testing.assert_array_equal(r.per_queue_score, qs)
+
+
+def test_hw_dense_mode_changes_decisions():
+    """The dense mode is not dead code: on long steps (many reads per step) it changes victims."""
+    trace = random_trace(11, n=2000, n_pos=40, n_layers=1, n_kv_heads=1, p_step=0.01, p_write=0.1)
+    on = P.replay(trace, "hw", 4, record_victims=True)
+    off = P.replay(trace, "hw", 4, hw_rank_tau_long=0, record_victims=True)
+    assert (on.victims != off.victims).any()
