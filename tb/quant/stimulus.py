@@ -10,8 +10,8 @@ LANES = M.LANES
 
 
 def _f16_bits(x):
-    with np.errstate(over="ignore"):
-        return np.asarray(x, dtype=np.float64).astype(np.float16).view(np.uint16)
+    """FP16 bits of float values, clipped to the finite range (Inf/NaN are placed on purpose)."""
+    return np.clip(np.asarray(x, dtype=np.float64), -65504, 65504).astype(np.float16).view(np.uint16)
 
 
 def random_lines(rng, n, nonfinite=0.02):
