@@ -769,6 +769,7 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
         ehead = -1
         etail = -1
         kc = np.int64(step[order[lo]]) >> hw_g     # keys below kc are expired
+        hint = kc
         reads = 0
         hits = 0
         writes = 0
@@ -887,8 +888,10 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                         else:
                             etail = -1
                     else:
+                        # lowest non-empty bucket; every non-empty bucket's key is >= hint
                         sl = -1
-                        for d in range(kc, kc + NB):
+                        d = hint if hint > kc else kc
+                        while d < kc + NB:
                             b = d % NB
                             if bhead[b] >= 0:
                                 sl = bhead[b]
@@ -898,6 +901,8 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                                 else:
                                     btail[b] = -1
                                 break
+                            d += 1
+                        hint = d
                         if sl < 0:
                             no_victim += 1
                             if record:
@@ -915,6 +920,8 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                 in_list[sl] = 0
                 continue
             in_list[sl] = 1
+            if key < hint:
+                hint = key
             bk = key % NB
             prv[sl] = btail[bk]
             nxt[sl] = -1

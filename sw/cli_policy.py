@@ -205,6 +205,8 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
         rows += trows
         if png:
             _plot(out_dir / f"sweep_{label}.png", label, trows, policies, budgets)
+    if png and len(sources) > 1:
+        _plot_grid(out_dir / "sweep.png", rows, [label for label, _, _ in sources], policies, budgets)
     with open(out_dir / "sweep.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
@@ -213,26 +215,59 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
     return rows
 
 
+def _draw(ax, rows, policies, budgets, metric, title):
+    for pol in policies:
+        pts = sorted((r["budget_pct"], r[metric]) for r in rows if r["policy"] == pol)
+        style = dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)") if pol == "min" \
+            else dict(marker="o", markersize=3, label=pol, linewidth=2.2 if pol == "hw" else 1.2)
+        ax.plot([p for p, _ in pts], [v for _, v in pts], **style)
+    ax.set_xlabel("budget, % of context per queue", fontsize=8)
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(list(budgets))
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=9)
+
+
+def _save(fig, path, dpi):
+    """Save as a palette PNG (a few tens of KB) when Pillow is there (it comes with matplotlib)."""
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    try:
+        from PIL import Image
+        buf.seek(0)
+        with Image.open(buf) as im:
+            im.convert("RGB").quantize(colors=64).save(path, optimize=True)
+    except ImportError:
+        path.write_bytes(buf.getvalue())
+
+
 def _plot(path, label, rows, policies, budgets):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
-    for ax, metric, title in ((axes[0], "hit_rate", "hit rate"), (axes[1], "attention_recall", "attention recall")):
-        for pol in policies:
-            pts = sorted((r["budget_pct"], r[metric]) for r in rows if r["policy"] == pol)
-            style = dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)") if pol == "min" \
-                else dict(marker="o", markersize=3, label=pol, linewidth=2.2 if pol == "hw" else 1.2)
-            ax.plot([p for p, _ in pts], [v for _, v in pts], **style)
-        ax.set_xlabel("budget, % of context per queue")
-        ax.set_ylabel(title)
-        ax.set_ylim(0, 1.02)
-        ax.set_xticks(list(budgets))
-        ax.grid(alpha=0.3)
-    axes[0].set_title(f"{label}: hit rate", fontsize=9)
-    axes[1].set_title(f"{label}: attention recall", fontsize=9)
+    _draw(axes[0], rows, policies, budgets, "hit_rate", f"{label}: hit rate")
+    _draw(axes[1], rows, policies, budgets, "attention_recall", f"{label}: attention recall")
     axes[1].legend(fontsize=7, loc="lower right")
-    fig.savefig(path, dpi=80)
+    _save(fig, path, 80)
+    plt.close(fig)
+
+
+def _plot_grid(path, rows, labels, policies, budgets):
+    """Every trace in one figure: a row per trace, hit rate and attention recall."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(labels), 2, figsize=(8, 2.3 * len(labels)), constrained_layout=True,
+                             squeeze=False)
+    for k, label in enumerate(labels):
+        trows = [r for r in rows if r["trace"] == label]
+        _draw(axes[k][0], trows, policies, budgets, "hit_rate", f"{label}: hit rate")
+        _draw(axes[k][1], trows, policies, budgets, "attention_recall", f"{label}: attention recall")
+    axes[0][1].legend(fontsize=6, loc="lower right")
+    _save(fig, path, 60)
     plt.close(fig)
 
 
