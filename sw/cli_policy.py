@@ -38,14 +38,16 @@ def add_arguments(p):
     r.add_argument("--per-queue", action="store_true", help="include per-queue figures (with --json)")
     s = sub.add_parser("sweep", help="policies x budgets x traces -> CSV and PNG per trace",
                        description="Replay traces through policies at several budgets (percent of context); "
-                                   "write DIR/sweep.csv and a PNG per trace (hit rate and attention recall "
-                                   "against budget, MIN as the ceiling).",
+                                   "write DIR/sweep.csv, DIR/sweep.md (tables), a PNG per trace (hit rate and "
+                                   "attention recall against budget, MIN as the ceiling) and, for several "
+                                   "traces, DIR/sweep.png with all of them.",
                        epilog=_PARAM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--traces", nargs="*", default=None, metavar="TRACE",
-                   help="trace files; without them: every synthetic family (cxlkv.models.tracegen, "
-                        "default geometry, --seed) plus every traces/*.npz of the checkout")
+                   help="trace files; with neither --traces nor --families: every synthetic family "
+                        "(cxlkv.models.tracegen, default geometry, --seed) plus every access trace in "
+                        "traces/*.npz of the checkout")
     s.add_argument("--families", default=None, metavar="F1,F2",
-                   help="synthetic families to include (default: all when no --traces are given)")
+                   help="synthetic families to include")
     s.add_argument("--seed", type=int, default=0, help="seed of the synthetic traces (default 0)")
     s.add_argument("--policies", default=",".join(POLICIES), metavar="P1,P2", help="default: all")
     s.add_argument("--budgets", default="5,10,20,30,50", metavar="PCT,...",
@@ -134,6 +136,7 @@ def _replay(args):
 
 def _sweep_sources(args):
     """[(label, family, loader)] of the traces to sweep."""
+    import sys
     from pathlib import Path
 
     from cxlkv import repo_root
@@ -144,13 +147,17 @@ def _sweep_sources(args):
         families = [f.strip() for f in args.families.split(",") if f.strip()]
     for path in args.traces or []:
         sources.append((Path(path).stem, "file", lambda p=path: _load(p)))
-    if not args.traces:
+    if not args.traces and families is None:
+        # the default sweep: every synthetic family and every shipped access trace
         from cxlkv.models import tracegen
-        if families is None:
-            families = list(tracegen.FAMILIES)
+        families = list(tracegen.FAMILIES)
         root = repo_root() or Path.cwd()
         for path in sorted((root / "traces").glob("*.npz")):
-            sources.append((path.stem, "file", lambda p=path: _load(p)))
+            if _is_access_trace(path):
+                sources.append((path.stem, "file", lambda p=path: _load(p)))
+            else:
+                print(f"sweep: skipping {path}: not an access trace (no 'step' array; K/V tensors?)",
+                      file=sys.stderr)
     if families:
         from cxlkv.models import tracegen
         for f in families:
@@ -160,6 +167,17 @@ def _sweep_sources(args):
     if not sources:
         raise CxlkvError("nothing to sweep: give --traces or --families")
     return sources
+
+
+def _is_access_trace(path):
+    """Whether an auto-discovered .npz holds events at all (traces/ also holds K/V dumps).
+    A file that has events but breaks the contract is still loaded, and refused by load_trace."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z:
+            return "step.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return True
 
 
 def _load(path):
@@ -212,7 +230,29 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
         w.writeheader()
         for row in rows:
             w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+    (out_dir / "sweep.md").write_text(markdown(rows, [label for label, _, _ in sources], policies, budgets))
     return rows
+
+
+def markdown(rows, labels, policies, budgets):
+    """Tables of hit rate, attention recall and bytes moved: a row per (trace, policy), a column per budget."""
+    def table(metric, title, fmt):
+        head = "| trace | policy | " + " | ".join(f"{b}%" for b in budgets) + " |"
+        lines = [f"#### {title}", "", head, "|" + " --- |" * (len(budgets) + 2)]
+        for label in labels:
+            for pol in policies:
+                cells = []
+                for b in budgets:
+                    r = next((r for r in rows if r["trace"] == label and r["policy"] == pol
+                              and r["budget_pct"] == b), None)
+                    cells.append(fmt(r[metric]) if r else "")
+                name = f"**{pol}**" if pol == "hw" else pol
+                lines.append(f"| {label} | {name} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+    return "\n".join([table("hit_rate", "Hit rate (read_hits / reads)", lambda v: f"{v:.3f}"),
+                      table("attention_recall", "Attention recall", lambda v: f"{v:.3f}"),
+                      table("bytes_moved", "Bytes moved into the fast tier (MB, 512 B entries)",
+                            lambda v: f"{v / 1e6:.0f}")])
 
 
 def _draw(ax, rows, policies, budgets, metric, title):
@@ -301,5 +341,5 @@ def _sweep(args):
             raise CxlkvError("the PNG needs matplotlib (pip install 'cxlkv[plot]'), or pass --no-png") from None
     sweep(sources, policies, budgets, overrides, args.out, png=not args.no_png,
           log=lambda m: print(m, file=sys.stderr))
-    print(f"wrote {args.out}/sweep.csv" + ("" if args.no_png else f" and {len(sources)} PNG(s)"))
+    print(f"wrote {args.out}/sweep.csv, sweep.md" + ("" if args.no_png else f" and {len(sources)} PNG(s)"))
     return 0

@@ -174,6 +174,8 @@ def test_sweep_writes_csv_and_png(trace_file, tmp_path, capsys):
         if r["policy"] == "min":
             assert float(r["hit_rate_vs_min"]) == 1.0
     assert json.loads(next(r for r in rows if r["policy"] == "hw")["params"])["hw_tau"] == 8
+    md = (out / "sweep.md").read_text()
+    assert "| t | **hw** |" in md and "| 10% | 50% |" in md
     png = (out / "sweep_t.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -197,3 +199,20 @@ def test_sweep_synthetic_family(tmp_path, capsys):
 def test_sweep_bad_arguments(tmp_path, capsys, argv, message):
     assert cli.main(["policy", "sweep", "--out", str(tmp_path / "o"), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_default_sweep_takes_every_family_and_shipped_access_traces(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from cxlkv.models import tracegen
+    from cxlkv.sw import cli_policy
+    (tmp_path / "traces").mkdir()
+    save_trace(tmp_path / "traces" / "real.npz", _trace())
+    with open(tmp_path / "traces" / "kv.npz", "wb") as f:
+        np.savez(f, k_0=np.zeros(3), v_0=np.zeros(3))
+    monkeypatch.setattr("cxlkv.repo_root", lambda: tmp_path)
+    sources = cli_policy._sweep_sources(argparse.Namespace(traces=None, families=None, seed=0))
+    labels = [label for label, _, _ in sources]
+    assert labels == ["real"] + [f"synth-{f}" for f in tracegen.FAMILIES]
+    assert "skipping" in capsys.readouterr().err
+    assert len(sources[0][2]()) == len(_trace())
