@@ -387,3 +387,116 @@ def roundtrip(lines, fmt):
     out, bad = dequantize_records(rec)
     assert not bad.any()
     return out, rec
+
+
+# --------------------------------------------------------------------------- evaluation on synthetic data
+
+DISTRIBUTIONS = ("gaussian", "outlier", "uniform")
+#: Channels (lane indices) made large in the "outlier" distribution: keys show a few such channels.
+OUTLIER_LANES = (3, 17)
+OUTLIER_GAIN = 20.0
+
+
+def synthetic_lines(dist, n, rng):
+    """FP16 bits (n, 32) of synthetic KV lines: ``gaussian`` N(0, 1) times a per-line magnitude
+    2^U(-4, 4); ``outlier`` the same with lanes OUTLIER_LANES times OUTLIER_GAIN (channel
+    outliers, as in keys); ``uniform`` U(-1, 1)."""
+    if dist not in DISTRIBUTIONS:
+        raise QuantError(f"unknown distribution '{dist}': expected one of {', '.join(DISTRIBUTIONS)}")
+    if dist == "uniform":
+        x = rng.uniform(-1, 1, size=(n, LANES))
+    else:
+        x = rng.standard_normal((n, LANES)) * 2.0 ** rng.uniform(-4, 4, size=(n, 1))
+        if dist == "outlier":
+            x[:, list(OUTLIER_LANES)] *= OUTLIER_GAIN
+    return np.clip(x, -65504, 65504).astype(np.float16).view(np.uint16)
+
+
+def _ideal_free_scale(x, f):
+    """Reference quantizer with an unrounded float scale (amax/127, span/15, amax/448): what a
+    free FP16 scale and a divider per value would give, to show the cost of power-of-two scales."""
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    if f == INT8:
+        s = np.where(amax > 0, amax / 127, 1.0)
+        return np.rint(x / s) * s
+    if f == INT4:
+        lo = x.min(axis=1, keepdims=True)
+        s = np.where(x.max(axis=1, keepdims=True) > lo, (x.max(axis=1, keepdims=True) - lo) / 15, 1.0)
+        return np.rint((x - lo) / s) * s + lo
+    import ml_dtypes
+    s = np.where(amax > 0, amax / 448, 1.0)
+    return (x / s).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) * s
+
+
+def error_stats(bits, fmt):
+    """Error of the quantize/dequantize round trip of FP16 lines against the FP16 input.
+
+    Returns a dict: ``snr_db`` (10 log10 of signal power over error power), ``rel_rms``
+    (RMS error / RMS value), ``max_err_over_amax`` (largest |error| / its line's max |x|),
+    ``bits_per_value`` (stored bits, scale and min included), ``raw_lines``, and, for the
+    quantized formats, ``snr_db_free_scale``: the same SNR with an unrounded per-line scale.
+    """
+    f = fmt_code(fmt)
+    rec = quantize_records(bits, f)
+    out, _ = dequantize_records(rec)
+    bits = _as_lines(bits)
+    x = bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    y = out.view(np.float16).astype(np.float64)
+    fin = np.isfinite(x).all(axis=1)
+    x, y = x[fin], y[fin]
+    err = y - x
+    amax = np.abs(x).max(axis=1, keepdims=True)
+    sig, noise = float(np.mean(x ** 2)), float(np.mean(err ** 2))
+
+    def snr(p):
+        return float("inf") if p == 0 else 10 * np.log10(sig / p)
+
+    stats = {
+        "format": FORMATS[f],
+        "lines": int(bits.shape[0]),
+        "snr_db": snr(noise),
+        "rel_rms": float(np.sqrt(noise / sig)) if sig else 0.0,
+        "max_err_over_amax": float(np.max(np.abs(err) / np.where(amax > 0, amax, 1))),
+        "bits_per_value": BLOB_BYTES[f] * 8 / LANES,
+        "raw_lines": int(rec.raw.sum()),
+    }
+    if f != FP16:
+        stats["snr_db_free_scale"] = snr(float(np.mean((_ideal_free_scale(x, f) - x) ** 2)))
+    return stats
+
+
+def attention_error(fmt, rng, tokens=2048, head_dim=128, queries=16, outlier_channels=4, gain=10.0):
+    """Error of softmax(q K^T / sqrt(d)) V when K and V are stored in ``fmt``, against FP16 K, V.
+
+    Synthetic: K ~ N(0, 1) with ``outlier_channels`` channels times ``gain`` (key channel
+    outliers), V and q ~ N(0, 1). Each token's K and V vectors are head_dim/32 lines. Returns
+    ``rel_l2`` (||out' - out|| / ||out||), ``max_abs`` and ``max_weight_err`` (largest change of
+    an attention weight). Computed in float64 from the FP16 values.
+    """
+    if head_dim % LANES:
+        raise QuantError(f"head_dim must be a multiple of {LANES}, got {head_dim}")
+    f = fmt_code(fmt)
+    k = rng.standard_normal((tokens, head_dim))
+    k[:, rng.choice(head_dim, size=outlier_channels, replace=False)] *= gain
+    v = rng.standard_normal((tokens, head_dim))
+    q = rng.standard_normal((queries, head_dim))
+
+    def store(a):
+        b = a.astype(np.float16).view(np.uint16).reshape(-1, LANES)
+        out, _ = dequantize_records(quantize_records(b, f))
+        return (b.view(np.float16).astype(np.float64).reshape(a.shape),
+                out.view(np.float16).astype(np.float64).reshape(a.shape))
+
+    def attend(kk, vv):
+        s = q @ kk.T / np.sqrt(head_dim)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        return w, w @ vv
+
+    (k16, kq), (v16, vq) = store(k), store(v)
+    w_ref, ref = attend(k16, v16)
+    w_q, got = attend(kq, vq)
+    return {"format": FORMATS[f], "tokens": tokens, "head_dim": head_dim, "queries": queries,
+            "rel_l2": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
+            "max_abs": float(np.abs(got - ref).max()),
+            "max_weight_err": float(np.abs(w_q - w_ref).max())}
