@@ -255,11 +255,23 @@ def markdown(rows, labels, policies, budgets):
                             lambda v: f"{v / 1e6:.0f}")])
 
 
+#: One look per policy, distinguishable in a palette PNG and in greyscale (marker + colour).
+_STYLE = {
+    "min": dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)"),
+    "lru": dict(color="#1f77b4", marker="o"),
+    "h2o": dict(color="#ff7f0e", marker="s"),
+    "tova": dict(color="#2ca02c", marker="^"),
+    "streaming": dict(color="#8c564b", marker="v"),
+    "ema": dict(color="#9467bd", marker="x"),
+    "ema+prefetch": dict(color="#7f7f7f", marker="+", linestyle=":"),
+    "hw": dict(color="#d62728", marker="D", linewidth=2.4),
+}
+
+
 def _draw(ax, rows, policies, budgets, metric, title):
     for pol in policies:
         pts = sorted((r["budget_pct"], r[metric]) for r in rows if r["policy"] == pol)
-        style = dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)") if pol == "min" \
-            else dict(marker="o", markersize=3, label=pol, linewidth=2.2 if pol == "hw" else 1.2)
+        style = {"markersize": 3, "linewidth": 1.2, "label": pol, **_STYLE.get(pol, {})}
         ax.plot([p for p, _ in pts], [v for _, v in pts], **style)
     ax.set_xlabel("budget, % of context per queue", fontsize=8)
     ax.set_ylim(0, 1.02)
@@ -278,7 +290,7 @@ def _save(fig, path, dpi):
         from PIL import Image
         buf.seek(0)
         with Image.open(buf) as im:
-            im.convert("RGB").quantize(colors=64).save(path, optimize=True)
+            im.convert("RGB").quantize(colors=128).save(path, optimize=True)
     except ImportError:
         path.write_bytes(buf.getvalue())
 
