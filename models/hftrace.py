@@ -231,6 +231,7 @@ def _require_torch():
     # Never reach a hub: a model is either built here or read from a local directory.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    transformers.utils.logging.disable_progress_bar()  # progress bars would clutter logs and CI output
     return torch, transformers
 
 
@@ -446,7 +447,10 @@ def dump_trace(model_spec: str, text: bytes, *, prefill: int, steps: int, topk: 
         "seed": seed,
         "source_text": {"name": text_name, "offset": text_offset, "bytes": len(body),
                         "sha256": _sha256(text), "tokenization": tokenization,
-                        "tokens_used": len(tokens)},
+                        "tokens_used": len(tokens),
+                        # The exact text the trace comes from (byte-level models: token i = byte i).
+                        "text_used": body[:len(tokens)].decode("utf-8", errors="replace")[:4096]
+                        if tokenizer is None else None},
         "training_seconds": training.get("train_seconds"),
         "versions": versions(),
         "dump_seconds": round(time.monotonic() - t0, 2),
@@ -631,7 +635,7 @@ def train_tiny(out_dir, *, minutes: float = 13.0, max_steps: int = 1200, stop_at
 #: ``mul`` steps multiply/divide by a factor, ``add`` steps add/subtract; both shrink as the search goes.
 FIT_SPACE = {
     "sink_logit": (0.0, 16.0, "add", 2.0),
-    "n_sinks": (1, 8, "int", 1),
+    "n_sinks": (0, 8, "int", 1),
     "recent_logit": (0.0, 16.0, "add", 2.0),
     "recent_tau": (1.0, 512.0, "mul", 2.0),
     "heavy_scale": (0.0, 4.0, "add", 0.4),
