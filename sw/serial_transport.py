@@ -228,22 +228,48 @@ class BridgeEmulator:
 
 
 def main(argv=None):
+    """``emulate``: serve the board's models on a pseudo-terminal; ``info``: the driver's info over a port."""
     import argparse
+    import json
     import sys
+
+    from cxlkv.errors import CxlkvError
     ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.serial_transport",
-                                 description="Serve the UART bridge's golden model on a pseudo-terminal "
-                                             "(the serial transport without a board).")
+                                 description="The serial transport without the CLI: talk to a board's UART "
+                                             "bridge, or emulate one on a pseudo-terminal.")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    e = sub.add_parser("emulate", help="print the terminal's path, serve until interrupted")
+    e = sub.add_parser("emulate", help="print a pseudo-terminal's path and serve the bridge and controller "
+                                       "models on it until interrupted")
     e.add_argument("--baud", type=int, default=115200)
+    e.add_argument("--board", help="emulate this board's controller configuration (e.g. ulx3s-85f)")
+    i = sub.add_parser("info", help="identity and geometry read through the bridge (as `cxlkv ctl info`)")
+    i.add_argument("--device", required=True, help="serial port: /dev/ttyUSB0, a pseudo-terminal, socket://...")
+    i.add_argument("--baud", type=int, default=115200)
     args = ap.parse_args(argv)
-    with BridgeEmulator(baud=args.baud) as emu:
-        print(emu.path, flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    if args.cmd == "emulate":
+        params = {}
+        if args.board:
+            from cxlkv.hdl.boards import get_board
+            try:
+                params = get_board(args.board).controller
+            except CxlkvError as exc:
+                print(f"cxlkv: error: {exc}", file=sys.stderr)
+                return 2
+        with BridgeEmulator(baud=args.baud, **params) as emu:
+            print(emu.path, flush=True)
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
+        return 0
+    from cxlkv.sw.driver import SyncDevice
+    try:
+        with SyncDevice(SerialTransport(args.device, args.baud)) as dev:
+            print(json.dumps(dev.info()))
+    except CxlkvError as exc:
+        print(f"cxlkv: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -127,3 +127,13 @@ def test_not_executed_is_resent_once_only():
     line = ScriptedLine([err, err, proto.encode_response(proto.KIND_WRITE, 0)])
     with pytest.raises(TransportError, match="frame timeout"):
         asyncio.run(line.write32(0x40, 1))
+
+
+def test_command_line_info_and_errors(emulator, capsys):
+    import json
+
+    from cxlkv.sw.serial_transport import main
+    assert main(["info", "--device", emulator.path, "--baud", str(BAUD)]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "0x43584b56"
+    assert main(["info", "--device", "/dev/cxlkv-no-such-tty"]) == 2
+    assert "cannot open serial port" in capsys.readouterr().err
