@@ -183,7 +183,12 @@ def make_params(policy: str, **overrides) -> PolicyParams:
     if unknown:
         raise CxlkvError(f"unknown policy parameter(s) {', '.join(unknown)}; valid: {', '.join(PARAM_NAMES)}")
     merged = {**POLICY_DEFAULTS.get(policy, {}), **overrides}
-    p = PolicyParams(**merged).check()
+    return check_params(policy, PolicyParams(**merged))
+
+
+def check_params(policy: str, p: PolicyParams) -> PolicyParams:
+    """``p`` validated, and valid for ``policy`` (only ema+prefetch and hw prefetch)."""
+    p.check()
     if policy == "min" and p.window:
         raise CxlkvError("policy 'min' does not prefetch (window must be 0)")
     if policy not in ("ema+prefetch", "hw") and p.window:
@@ -1055,12 +1060,14 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     that event evicted (-1: none, -2: no evictable entry, the miss bypassed the
     fast tier). Prefetch inserts' victims are not recorded.
     """
+    if policy not in POLICIES:
+        raise CxlkvError(f"unknown policy '{policy}'; valid policies: {', '.join(POLICIES)}")
     if params is None:
         params = make_params(policy, **overrides)
     elif overrides:
         raise TypeError("give either params or keyword overrides")
-    if policy not in POLICIES:
-        raise CxlkvError(f"unknown policy '{policy}'; valid policies: {', '.join(POLICIES)}")
+    else:
+        check_params(policy, params)
     if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or entries < 1:
         raise CxlkvError(f"entries must be a positive integer, got {entries!r}")
     entries = int(entries)

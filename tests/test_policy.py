@@ -348,6 +348,10 @@ def test_bad_parameters_are_refused():
     with pytest.raises(CxlkvError, match="entries"):
         P.replay(t, "lru", 0)
     assert P.make_params("ema+prefetch").window == 4
+    with pytest.raises(CxlkvError, match="does not prefetch"):
+        P.replay(t, "lru", 2, params=P.PolicyParams(window=1))
+    with pytest.raises(CxlkvError, match="unknown policy"):
+        P.replay(t, "fifo", 2)
 
 
 def test_percentage_budget():
