@@ -37,6 +37,11 @@ def req_layout():
                               "tag": M.TAG_BITS, "addr": M.ADDR_BITS})
 
 
+def park_layout():
+    """A parked request: everything but the address, which is the line of the snoop it waits for."""
+    return data.StructLayout({"opcode": 4, "snp_type": 3, "meta_field": 2, "meta_value": 2, "tag": M.TAG_BITS})
+
+
 def rwd_layout(data_width):
     return data.StructLayout({"opcode": 4, "snp_type": 3, "meta_field": 2, "meta_value": 2,
                               "tag": M.TAG_BITS, "addr": M.ADDR_BITS, "be": data_width // 8,
@@ -143,13 +148,26 @@ class BISnoopEngine(wiring.Component):
         self.p_head = [Signal(range(park_depth), name=f"t{t}_park_head") for t in range(n)]
         self.p_count = [Signal(range(park_depth + 1), name=f"t{t}_park_count") for t in range(n)]
         self.store = Memory(shape=data_width, depth=lines, init=[])
-        self.park = Memory(shape=req_layout(), depth=n * park_depth, init=[])
+        self.park = Memory(shape=park_layout(), depth=n * park_depth, init=[])
         # event decode, visible to the formal wrapper
         self.fire = Signal()                 # an event happens this cycle
         self.ev_line = Signal(range(lines))  # the line it is about
         self.ev_addr_ok = Signal()
         self.ev_bip = Signal()               # that line is in BIP (before the event)
         self.ev_kind = Signal(3)             # which source (EV_*)
+        self.ev_req = Signal(req_layout())   # the request being handled (new or replayed)
+        self.ev_out = {name: Signal(lay(data_width), name=f"ev_{name}")
+                       for name, (d, lay) in CHANNELS.items() if d is Out}
+        self.ev_out_valid = {name: Signal(name=f"ev_{name}_valid") for name in self.ev_out}
+        self.ev_set_state = Signal()         # the event writes the filter ...
+        self.ev_new_state = Signal(2)        # ... with this state
+        self.ev_write = Signal()             # the event writes the store (MemWr/MemWrPtl)
+        self.ev_complete = Signal()          # a legal BIRsp answers snoop ev_rsp_tag
+        self.ev_rsp_tag = Signal(range(n_tags))
+        self.ev_alloc = Signal()             # a BISnp goes out on BITag ev_free_tag
+        self.ev_free_tag = Signal(range(n_tags))
+        self.drain_any = Signal()            # parked requests are replaying
+        self.timeout_pending = Signal()      # an expiry waits to be reported
 
     EV_DRAIN, EV_TIMEOUT, EV_RWD, EV_BIRSP, EV_POLICY, EV_REQ = range(6)
 
@@ -170,12 +188,12 @@ class BISnoopEngine(wiring.Component):
                                _all([~o.valid | o.ready for o in outs.values()]))
 
         # -- which event: priority drain > timeout > rwd > birsp > policy > req -------------
-        drain_any = Signal()
+        drain_any = self.drain_any
         drain_tag = Signal(range(n))
         for t in range(n):
             with m.If(self.t_drain[t]):
                 m.d.comb += [drain_any.eq(1), drain_tag.eq(t)]
-        tmo_any = Signal()
+        tmo_any = self.timeout_pending
         tmo_tag = Signal(range(n))
         for t in reversed(range(n)):                 # lowest tag first
             with m.If(self.t_valid[t] & ~self.t_drain[t] & self.t_expired[t] & ~self.t_reported[t]):
@@ -208,7 +226,7 @@ class BISnoopEngine(wiring.Component):
 
         # -- the BITag a BIRsp names ----------------------------------------------------------
         rsp_known = Signal()
-        rsp_tag = Signal(range(n))
+        rsp_tag = self.ev_rsp_tag
         for t in range(n):
             with m.If(birsp.bitag == t):
                 m.d.comb += [rsp_tag.eq(t), rsp_known.eq(self.t_valid[t] & ~self.t_drain[t])]
@@ -226,12 +244,19 @@ class BISnoopEngine(wiring.Component):
         # -- the request (new or replayed) ------------------------------------------------------
         pk_rd_tag_base = Signal(range(n * pd))
         drain_head = Signal(range(pd))
+        drain_line = Signal(range(self.lines))
         for t in range(n):
             with m.If(drain_tag == t):
-                m.d.comb += drain_head.eq(self.p_head[t])
+                m.d.comb += [drain_head.eq(self.p_head[t]), drain_line.eq(self.t_line[t])]
         m.d.comb += [pk_rd_tag_base.eq(drain_tag * pd), pk_rd.addr.eq(pk_rd_tag_base + drain_head)]
-        rq = Signal(req_layout())
-        m.d.comb += rq.eq(Mux(kind == self.EV_DRAIN, pk_rd.data, req))
+        rq = self.ev_req
+        with m.If(kind == self.EV_DRAIN):
+            # a replayed request is for the snoop's own line by construction (no address is parked)
+            m.d.comb += [rq.opcode.eq(pk_rd.data.opcode), rq.snp_type.eq(pk_rd.data.snp_type),
+                         rq.meta_field.eq(pk_rd.data.meta_field), rq.meta_value.eq(pk_rd.data.meta_value),
+                         rq.tag.eq(pk_rd.data.tag), rq.addr.eq(drain_line)]
+        with m.Else():
+            m.d.comb += rq.eq(req)
 
         # -- the event's address and line -------------------------------------------------------
         ev_addr = Signal(M.ADDR_BITS)
@@ -259,14 +284,13 @@ class BISnoopEngine(wiring.Component):
             with m.If(self.t_valid[t] & ~self.t_drain[t] & (self.t_line[t] == line) & addr_ok):
                 m.d.comb += [bip.eq(1), bip_tag.eq(t), bip_count.eq(self.p_count[t]), bip_head.eq(self.p_head[t])]
         free_any = Signal()
-        free_tag = Signal(range(n))
+        free_tag = self.ev_free_tag
         for t in reversed(range(n)):
             with m.If(~self.t_valid[t]):
                 m.d.comb += [free_any.eq(1), free_tag.eq(t)]
 
         # -- outputs of this event (loaded into the output registers when it fires) -------------
-        o = {name: Signal(out.payload.shape(), name=f"ev_{name}") for name, out in outs.items()}
-        ov = {name: Signal(name=f"ev_{name}_valid") for name in outs}
+        o, ov = self.ev_out, self.ev_out_valid
 
         def error(kind_code, addr, tag):
             m.d.comb += [ov["error"].eq(1), o["error"].kind.eq(kind_code), o["error"].addr.eq(addr),
@@ -284,14 +308,14 @@ class BISnoopEngine(wiring.Component):
                          o["policy_rsp"].state.eq(state), o["policy_rsp"].data.eq(value)]
 
         # state changes the event asks for (applied only when it fires)
-        set_state = Signal()
-        new_state = Signal(2)
-        do_write = Signal()
+        set_state = self.ev_set_state
+        new_state = self.ev_new_state
+        do_write = self.ev_write
         park_push = Signal()
         conf_mark = Signal()
         wb_mark = Signal()
-        complete = Signal()                          # legal BIRsp: the snoop is answered
-        alloc = Signal()
+        complete = self.ev_complete
+        alloc = self.ev_alloc
         report = Signal()
 
         def meta_ok(mf, mv):
@@ -443,7 +467,9 @@ class BISnoopEngine(wiring.Component):
                     m.d.sync += self.t_expired[t].eq(1)
 
         # -- BITag entries and park FIFOs -----------------------------------------------------
-        m.d.comb += [pk_wr.data.eq(req), pk_wr.addr.eq(bip_tag * pd + Mux(bip_head + bip_count >= pd,
+        m.d.comb += [pk_wr.data.opcode.eq(req.opcode), pk_wr.data.snp_type.eq(req.snp_type),
+                     pk_wr.data.meta_field.eq(req.meta_field), pk_wr.data.meta_value.eq(req.meta_value),
+                     pk_wr.data.tag.eq(req.tag), pk_wr.addr.eq(bip_tag * pd + Mux(bip_head + bip_count >= pd,
                                                                           bip_head + bip_count - pd,
                                                                           bip_head + bip_count))]
         with m.If(fire & park_push):
