@@ -86,9 +86,8 @@ def run_dump(args):
         text = Path(args.text).read_bytes()
     except OSError as exc:
         raise CxlkvError(f"--text: cannot read {args.text}: {exc.strerror}") from None
-    topk = args.topk if args.threshold is None and args.topk is not None else None
-    if args.topk is None and args.threshold is None:
-        topk = 32
+    # --topk and --threshold are mutually exclusive (argparse); neither means top-32.
+    topk = args.topk if args.topk is not None else (None if args.threshold is not None else 32)
     trace, kv = hftrace.dump_trace(
         args.model, text, prefill=args.prefill, steps=args.steps, topk=topk, threshold=args.threshold,
         generate=args.generate, seed=args.seed, text_name=Path(args.text).name,

@@ -240,6 +240,12 @@ def test_train_tiny_then_dump_the_checkpoint(torch, tmp_path):
     assert rec["steps"] == 2 and rec["stopped_by"] == "max-steps"
     assert rec["config"]["num_key_value_heads"] == 2 and rec["config"]["rope_theta"] == 10000.0
     assert rec["corpus"]["heldout_files"] > 0 and rec["corpus"]["train_files"] > rec["corpus"]["heldout_files"]
+    # A second run stopped at the same step (both inside the warm-up, so the same learning rates)
+    # gives the same weights bit for bit: batches and init depend on the seed only (--stop-at-step).
+    again = hftrace.train_tiny(tmp_path / "m2", minutes=0, max_steps=3, stop_at_step=2, batch=2, seq=64, layers=1,
+                               hidden=32, heads=4, kv_heads=2, intermediate=64, log=lambda _: None)
+    assert again["stopped_by"] == "stop-at-step" and again["steps"] == 2
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == (tmp_path / "m2" / "model.safetensors").read_bytes()
     held = (tmp_path / "m" / hftrace.HELDOUT_TEXT).read_bytes()
     trace, _ = hftrace.dump_trace(str(tmp_path / "m"), held, prefill=16, steps=8, topk=4, text_name="heldout.txt")
     m = trace.validate().meta
