@@ -275,7 +275,9 @@ class BISnoopEngine(wiring.Component):
         m.d.comb += [line.eq(ev_addr[:lb]), self.ev_addr_ok.eq(ev_addr[lb:] == 0), st_rd.addr.eq(line)]
         addr_ok = self.ev_addr_ok
         cur = Signal(2)
-        m.d.comb += cur.eq(self.state[line])
+        for i in range(self.lines):                  # a mux per line, not a shift of the whole filter
+            with m.If(line == i):
+                m.d.comb += cur.eq(self.state[i])
         bip = self.ev_bip
         bip_tag = Signal(range(n))
         bip_count = Signal(range(pd + 1))
@@ -297,11 +299,13 @@ class BISnoopEngine(wiring.Component):
                          o["error"].tag.eq(tag)]
 
         def ndr(op, tag):
-            m.d.comb += [ov["s2m_ndr"].eq(1), o["s2m_ndr"].opcode.eq(op), o["s2m_ndr"].tag.eq(tag)]
+            m.d.comb += [ov["s2m_ndr"].eq(1), o["s2m_ndr"].opcode.eq(op), o["s2m_ndr"].tag.eq(tag),
+                         o["s2m_ndr"].meta_field.eq(M.MF_NOOP), o["s2m_ndr"].meta_value.eq(0)]
 
         def drs(op, tag, value):
             m.d.comb += [ov["s2m_drs"].eq(1), o["s2m_drs"].opcode.eq(op), o["s2m_drs"].tag.eq(tag),
-                         o["s2m_drs"].data.eq(value)]
+                         o["s2m_drs"].data.eq(value), o["s2m_drs"].meta_field.eq(M.MF_NOOP),
+                         o["s2m_drs"].meta_value.eq(0)]
 
         def prsp(op, addr, state, value):
             m.d.comb += [ov["policy_rsp"].eq(1), o["policy_rsp"].op.eq(op), o["policy_rsp"].addr.eq(addr),
@@ -428,7 +432,7 @@ class BISnoopEngine(wiring.Component):
                     prsp(M.R_BUSY, pol.addr, cur, 0)
                 with m.Else():
                     m.d.comb += [alloc.eq(1), ov["s2m_bisnp"].eq(1), o["s2m_bisnp"].bitag.eq(free_tag),
-                                 o["s2m_bisnp"].addr.eq(pol.addr)]
+                                 o["s2m_bisnp"].addr.eq(pol.addr), o["s2m_bisnp"].bi_id.eq(self.bi_id)]
                     with m.Switch(pol.op):
                         with m.Case(M.P_EVICT):
                             m.d.comb += o["s2m_bisnp"].opcode.eq(M.BISNP_INV)
@@ -443,12 +447,6 @@ class BISnoopEngine(wiring.Component):
                 m.d.sync += out.valid.eq(0)
             with m.If(fire):
                 m.d.sync += [out.valid.eq(ov[name]), out.payload.eq(o[name])]
-                # constant fields are set here, not in the event decode: a comb signal driven
-                # from two processes is scheduled badly by Verilator (stale bits seen)
-                if name in ("s2m_ndr", "s2m_drs"):
-                    m.d.sync += out.payload.meta_field.eq(M.MF_NOOP)
-                if name == "s2m_bisnp":
-                    m.d.sync += out.payload.bi_id.eq(self.bi_id)
 
         # -- store writes: MemWr (all bytes) / MemWrPtl (byte enables) --------------------------
         m.d.comb += [st_wr.addr.eq(line), st_wr.data.eq(rwd.data)]
@@ -456,8 +454,9 @@ class BISnoopEngine(wiring.Component):
             m.d.comb += st_wr.en.eq(Mux(rwd.opcode == M.MEM_WR, (1 << dw // 8) - 1, rwd.be))
 
         # -- filter ---------------------------------------------------------------------------
-        with m.If(fire & set_state):
-            m.d.sync += self.state[line].eq(new_state)
+        for i in range(self.lines):
+            with m.If(fire & set_state & (line == i)):
+                m.d.sync += self.state[i].eq(new_state)
 
         # -- time base: outstanding snoops age; expiry is reported by a later event ------------
         for t in range(n):
