@@ -222,15 +222,16 @@ def _sha256(data: bytes) -> str:
 
 def _require_torch():
     """Import torch and transformers, or raise a CxlkvError saying how to get them."""
+    # Never reach a hub: a model is either built here or read from a local directory. Set before the
+    # first import (huggingface_hub reads it then); from_pretrained also gets local_files_only=True.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         import torch
         import transformers
     except ImportError as exc:
         raise CxlkvError(f"this command needs the optional extra 'traces' ({exc.name} is missing): "
                          "pip install -e '.[traces]'") from None
-    # Never reach a hub: a model is either built here or read from a local directory.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()  # progress bars would clutter logs and CI output
     return torch, transformers
 
