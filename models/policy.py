@@ -138,8 +138,9 @@ class PolicyParams:
     hw_alpha: int = 16384
     #: hw: decay time constant τ in steps (the EMA decays by exp(-1/τ) per step)
     hw_tau: int = 8
-    #: hw: τ of the retention deadline D = t + τ·ln(ema) (0: the same as hw_tau)
-    hw_rank_tau: int = 1
+    #: hw: τ of the retention deadline D = t + τ·ln(ema) in normal mode (0: no attention term,
+    #: the key is the access step alone, so the order is exactly LRU)
+    hw_rank_tau: int = 0
     #: hw: that τ while the queue is *dense* (its previous step read more entries than it holds);
     #: 0 = no dense mode
     hw_rank_tau_long: int = 64
@@ -709,7 +710,7 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
 
 def hw_bucket_count(params: PolicyParams) -> int:
     """Deadline buckets a queue needs so that live keys never alias: ``(f(65535) >> g) + 2``."""
-    longest = max(hw_rank_tau(params), hw_rank_tau_long(params) or 1)
+    longest = max(hw_rank_tau(params), hw_rank_tau_long(params))
     return (hw_retention(S.SCORE_MAX, hw_tau_ln2_q8(longest)) >> params.hw_bucket_bits) + 2
 
 
@@ -728,9 +729,8 @@ def hw_tables(params: PolicyParams) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hw_rank_tau(params: PolicyParams) -> int:
-    """The τ of the deadline (ranking): ``hw_rank_tau``, or ``hw_tau`` when that is 0."""
-    _, tau, _ = S.sanitize_config(1, params.hw_rank_tau or params.hw_tau)
-    return tau
+    """The τ of the deadline in normal mode; 0 = no attention term (the key is recency alone)."""
+    return params.hw_rank_tau
 
 
 @njit(cache=True)

@@ -7,17 +7,19 @@ POLICIES = ("lru", "min", "h2o", "tova", "streaming", "ema", "ema+prefetch", "hw
 
 _PARAM_HELP = """\
 policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1):
-  sinks=4            streaming: positions 0..sinks-1 kept
-  ema_alpha=6554     ema, ema+prefetch: EMA weight (UQ0.16; seed: 0.1)
-  ema_tau=1000       ema, ema+prefetch: recency time constant in steps (seed's example)
-  window=0           ema+prefetch (default 4), hw: prefetch [P-W, P+W] on each read
-  hw_alpha=16384     hw: EMA weight (UQ0.16)
-  hw_tau=4           hw: per-step decay time constant, steps
-  hw_bucket_bits=0   hw: deadline bucket = deadline >> bucket_bits
-  hw_pinned=0        hw: positions 0..pinned-1 never evicted
-  hw_write_sample=0  hw: sample a write folds into the EMA (UQ0.16)
-  hw_read_credit=0   hw: added to each read's sample (UQ0.16, saturating)
-  entry_bytes=512    bytes per entry for the bytes-moved figures
+  sinks=4               streaming: positions 0..sinks-1 kept
+  ema_alpha=6554        ema, ema+prefetch: EMA weight (UQ0.16; seed: 0.1)
+  ema_tau=1000          ema, ema+prefetch: recency time constant in steps (seed's example)
+  window=0              ema+prefetch (default 4), hw: prefetch [P-W, P+W] on each read
+  hw_alpha=16384        hw: EMA weight (UQ0.16)
+  hw_tau=8              hw: EMA decay time constant between accesses, steps
+  hw_rank_tau=0         hw: deadline time constant, normal mode (0: recency only, exactly LRU)
+  hw_rank_tau_long=64   hw: deadline time constant while the queue is dense (0: no dense mode)
+  hw_bucket_bits=3      hw: deadline bucket = deadline >> bucket_bits
+  hw_pinned=0           hw: positions 0..pinned-1 never evicted
+  hw_write_sample=0     hw: sample a write folds into the EMA (UQ0.16)
+  hw_read_credit=0      hw: added to each read's sample (UQ0.16, saturating)
+  entry_bytes=512       bytes per entry for the bytes-moved figures
 The exact rules are in docs/policy.md."""
 
 _BUDGET_HELP = ("resident entries per queue: an integer, or a percentage of the trace's context "

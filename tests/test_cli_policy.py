@@ -216,3 +216,13 @@ def test_default_sweep_takes_every_family_and_shipped_access_traces(tmp_path, mo
     assert labels == ["real"] + [f"synth-{f}" for f in tracegen.FAMILIES]
     assert "skipping" in capsys.readouterr().err
     assert len(sources[0][2]()) == len(_trace())
+
+
+def test_param_help_states_the_model_defaults():
+    """The help text is static (no numpy at --help), so check it against the model."""
+    import re
+
+    from cxlkv.sw import cli_policy
+    stated = dict(re.findall(r"^  (\w+)=(\d+)", cli_policy._PARAM_HELP, re.M))
+    assert {k: int(v) for k, v in stated.items()} == P.PolicyParams().__dict__
+    assert cli_policy.POLICIES == P.POLICIES

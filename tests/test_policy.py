@@ -444,3 +444,17 @@ def test_hw_dense_mode_changes_decisions():
     on = P.replay(trace, "hw", 4, record_victims=True)
     off = P.replay(trace, "hw", 4, hw_rank_tau_long=0, record_victims=True)
     assert (on.victims != off.victims).any()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hw_normal_mode_without_attention_term_is_exactly_lru(seed):
+    """hw_rank_tau = 0: the key is (step >> g, seq), which orders like seq alone: LRU, victim for victim.
+    With the default dense mode, queues whose steps fit the budget still behave exactly like LRU."""
+    trace = random_trace(seed + 300, n=700, n_pos=30, p_step=0.5)
+    for C in (2, 6):
+        lru = P.replay(trace, "lru", C, record_victims=True)
+        hw = P.replay(trace, "hw", C, hw_rank_tau_long=0, hw_bucket_bits=seed, record_victims=True)
+        assert (lru.victims == hw.victims).all()
+    dense_free = random_trace(seed + 400, n=300, n_pos=30, p_step=0.9, max_step_gap=1)  # <= 1 read per step
+    assert (P.replay(dense_free, "hw", 2, record_victims=True).victims
+            == P.replay(dense_free, "lru", 2, record_victims=True).victims).all()
