@@ -449,9 +449,9 @@ def dump_trace(model_spec: str, text: bytes, *, prefill: int, steps: int, topk: 
         "source_text": {"name": text_name, "offset": text_offset, "bytes": len(body),
                         "sha256": _sha256(text), "tokenization": tokenization,
                         "tokens_used": len(tokens),
-                        # The exact text the trace comes from (byte-level models: token i = byte i).
-                        "text_used": body[:len(tokens)].decode("utf-8", errors="replace")[:4096]
-                        if tokenizer is None else None},
+                        # The text the trace comes from (byte-level: exactly; else as the tokenizer decodes it).
+                        "text_used": (body[:len(tokens)].decode("utf-8", errors="replace") if tokenizer is None
+                                      else tokenizer.decode(tokens))[:4096]},
         "training_seconds": training.get("train_seconds"),
         "versions": versions(),
         "dump_seconds": round(time.monotonic() - t0, 2),

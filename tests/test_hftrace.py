@@ -206,6 +206,26 @@ def test_dump_refuses_missing_model_dir(torch, tmp_path):
         hftrace.dump_trace(str(tmp_path / "nope"), TEXT, prefill=4, steps=2, topk=2)
 
 
+def test_dump_checkpoint_with_its_own_tokenizer(torch, tmp_path):
+    """A local checkpoint whose vocabulary is not bytes is read with the tokenizer stored beside it."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+    chars = sorted(set(TEXT.decode()))
+    vocab = {"<unk>": 0, **{c: i + 1 for i, c in enumerate(chars)}}   # one token per character
+    tok = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tok.decoder = decoders.Fuse()                                         # decode joins characters back
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+    config = hftrace.llama_config(layers=1, hidden=32, heads=4, kv_heads=2, intermediate=64, max_positions=256,
+                                  vocab=len(vocab))
+    LlamaForCausalLM(config).save_pretrained(tmp_path)
+    fast.save_pretrained(tmp_path)
+    trace, _ = hftrace.dump_trace(str(tmp_path), TEXT, prefill=16, steps=8, topk=4)
+    src = trace.validate().meta["source_text"]
+    assert src["tokenization"].startswith("tokenizer of the checkpoint") and src["tokens_used"] == 24
+    assert src["text_used"] == TEXT[:24].decode()
+    assert trace.meta["model"]["config"]["vocab_size"] == len(vocab) != hftrace.BYTE_VOCAB
+
+
 def test_cli_dump_hf(torch, tmp_path, capsys):
     from cxlkv.sw import cli_trace_hf
     (tmp_path / "in.py").write_bytes(TEXT)
