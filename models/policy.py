@@ -35,10 +35,12 @@ Policies (``docs/policy.md`` gives the exact rules and their ties):
                (every resident's priority changes with time): it is a baseline.
 ``ema+prefetch`` ``ema`` plus the [P - W, P + W] neighbour prefetch on every read.
 ``hw``         the policy the tracker RTL implements (``hw_*`` below, and the
-               specification in ``docs/policy.md``): an attention-weighted EMA that
-               decays per step, ranked by a time-invariant *retention deadline*
-               ``D = t_last + τ·ln(ema)`` quantised to buckets, ties LRU within a
-               bucket; pinned positions never evicted.
+               specification in ``docs/policy.md``): per entry an attention EMA that
+               decays per step; victim = smallest time-invariant *retention deadline*
+               ``D = t_last + τ·ln(ema)`` quantised to 2^g-step buckets, ties LRU within
+               a bucket; τ = 0 (exactly LRU) normally, τ = 64 while the queue is *dense*
+               (its previous step read more entries than it holds); pinned positions
+               never evicted.
 
 The replay core is compiled with numba (``cache=True``); this module imports
 numpy and numba, so the CLI imports it only inside ``run``.
