@@ -304,19 +304,20 @@ def _hw_retention(ema, tln, log2f):
 
 
 @njit(cache=True)
-def _group_by_queue(queue, nq):
-    """Stable counting sort of event indices by queue: (order, start) with queue q's events
-    order[start[q]:start[q+1]] in file order."""
-    n = queue.shape[0]
+def _group_by_queue(layer, head, n_kv_heads, nq):
+    """Stable counting sort of event indices by queue (layer * n_kv_heads + head): (order, start)
+    with queue q's events order[start[q]:start[q+1]] in file order. No per-event queue array:
+    the index is recomputed, to keep memory at 8 bytes per event on traces of 10^8 events."""
+    n = layer.shape[0]
     start = np.zeros(nq + 1, np.int64)
     for i in range(n):
-        start[queue[i] + 1] += 1
+        start[np.int64(layer[i]) * n_kv_heads + head[i] + 1] += 1
     for q in range(nq):
         start[q + 1] += start[q]
     fill = start[:-1].copy()
     order = np.empty(n, np.int64)
     for i in range(n):
-        q = queue[i]
+        q = np.int64(layer[i]) * n_kv_heads + head[i]
         order[fill[q]] = i
         fill[q] += 1
     return order, start
@@ -345,10 +346,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     NEVER = _NEVER
 
     n = step.shape[0]
-    queue = np.empty(n, np.int64)
-    for i in range(n):
-        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
-    order, start = _group_by_queue(queue, nq)
+    order, start = _group_by_queue(layer, head, n_kv_heads, nq)
 
     # per position (persist across evictions inside a queue: the tracker's DRAM metadata)
     slot_of = np.full(npos, -1, np.int64)
@@ -367,7 +365,11 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     nxt = np.zeros(1, np.int64)
     last_idx = np.zeros(1, np.int64)
     if policy == 1:
-        nxt = np.empty(n, np.int64)
+        longest = 0
+        for q in range(nq):
+            if start[q + 1] - start[q] > longest:
+                longest = start[q + 1] - start[q]
+        nxt = np.empty(longest, np.int64)
         last_idx = np.full(npos, NEVER, np.int64)
     # prefetch scratch
     pf_list = np.empty(2 * window + 1, np.int64)
@@ -385,7 +387,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
         if policy == 1:
             for j in range(hi - 1, lo - 1, -1):
                 p = pos[order[j]]
-                nxt[j] = last_idx[p]
+                nxt[j - lo] = last_idx[p]
                 last_idx[p] = j
             for j in range(lo, hi):
                 last_idx[pos[order[j]]] = NEVER
@@ -491,7 +493,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                     key1 = np.float64(seq)
                     key2 = 0
                 elif policy == 1:
-                    key1 = -np.float64(nxt[j])
+                    key1 = -np.float64(nxt[j - lo])
                     key2 = pp
                 elif policy == 2:
                     if is_read and not is_pf:
@@ -622,10 +624,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
 def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, record, victims, qcounts, qscores):
     """lru with an O(1) doubly-linked recency list (same results as the heap core's lru)."""
     n = step.shape[0]
-    queue = np.empty(n, np.int64)
-    for i in range(n):
-        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
-    order, start = _group_by_queue(queue, nq)
+    order, start = _group_by_queue(layer, head, n_kv_heads, nq)
     slot_of = np.full(npos, -1, np.int64)
     slot_pos = np.zeros(C, np.int64)
     prv = np.zeros(C, np.int64)
@@ -752,10 +751,7 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
     hw_rcredit = iparams[12]
     exp2 = _EXP2
     n = step.shape[0]
-    queue = np.empty(n, np.int64)
-    for i in range(n):
-        queue[i] = np.int64(layer[i]) * n_kv_heads + head[i]
-    order, start = _group_by_queue(queue, nq)
+    order, start = _group_by_queue(layer, head, n_kv_heads, nq)
     slot_of = np.full(npos, -1, np.int64)
     ema_of = np.zeros(npos, np.int64)
     tlast_of = np.zeros(npos, np.int64)
