@@ -125,8 +125,8 @@ class UARTBridge(wiring.Component):
 
     Ports: ``rx``/``tx`` (the serial line), ``m_axil`` (AXI4-Lite master),
     ``errors`` (16-bit saturating count of protocol errors, framing errors
-    and receive overruns), and one-cycle strobes for LEDs: ``rx_byte``,
-    ``tx_byte``, ``error``.
+    and receive overruns, one cycle after the event), and one-cycle strobes
+    for LEDs: ``rx_byte``, ``tx_byte``, ``error``.
     """
 
     def __init__(self, divisor: int, timeout_cycles: int | None = None, bus_timeout_cycles: int = 255,
@@ -157,14 +157,18 @@ class UARTBridge(wiring.Component):
                      fifo.w_data.eq(urx.data.payload), fifo.w_en.eq(urx.data.valid),
                      self.rx_byte.eq(urx.data.valid), self.tx_byte.eq(utx.data.valid & utx.data.ready)]
 
-        # --- error accounting: protocol errors from the FSM, framing errors, overruns
+        # --- error accounting: protocol errors from the FSM, framing errors, overruns.
+        # The strobes are registered first and counted a cycle later, so the count is off the
+        # parser's paths (it was the board top's critical path); ``errors`` lags by one cycle.
         proto_error = Signal()
         overrun = Signal()
         m.d.comb += overrun.eq(urx.data.valid & ~fifo.w_rdy)
-        n_errors = proto_error.as_unsigned() + urx.framing_error + overrun
-        m.d.comb += self.error.eq(n_errors != 0)
-        with m.If(n_errors != 0):
-            m.d.sync += self.errors.eq(Mux(self.errors > 0xFFFF - n_errors, 0xFFFF, self.errors + n_errors))
+        strobes = Signal(3)
+        m.d.sync += strobes.eq(Cat(proto_error, urx.framing_error, overrun))
+        total = Signal(17)
+        m.d.comb += [total.eq(self.errors + strobes[0] + strobes[1] + strobes[2]),
+                     self.error.eq(strobes.any())]
+        m.d.sync += self.errors.eq(Mux(total[16], 0xFFFF, total[:16]))
 
         # --- frame parser state
         bus = self.m_axil
