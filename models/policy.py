@@ -477,11 +477,15 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                         ema_of[pp] = _ema_update(dec, smp, hw_alpha)
                     seen[pp] = 1
                     tlast_of[pp] = s
+                    # ties within a bucket: normal-mode accesses oldest first (seq), dense-mode
+                    # accesses newest first (-seq) and before them (a stack that shields the
+                    # established set from a dense step's stream of new arrivals)
                     if dense:
                         key1 = np.float64((s + hw_ftab_long[ema_of[pp]]) >> hw_g)
+                        key2 = -seq
                     else:
                         key1 = np.float64((s + hw_ftab[ema_of[pp]]) >> hw_g)
-                    key2 = seq
+                        key2 = seq
                 elif policy == 5:
                     if not is_pf:
                         if is_read:
@@ -926,13 +930,24 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
             if key < hint:
                 hint = key
             bk = key % NB
-            prv[sl] = btail[bk]
-            nxt[sl] = -1
-            if btail[bk] >= 0:
-                nxt[btail[bk]] = sl
-            else:
+            if dense:
+                # push at the front: a bucket is [dense-mode entries, newest first] then
+                # [normal-mode entries, oldest first], the order of (key, +-seq)
+                nxt[sl] = bhead[bk]
+                prv[sl] = -1
+                if bhead[bk] >= 0:
+                    prv[bhead[bk]] = sl
+                else:
+                    btail[bk] = sl
                 bhead[bk] = sl
-            btail[bk] = sl
+            else:
+                prv[sl] = btail[bk]
+                nxt[sl] = -1
+                if btail[bk] >= 0:
+                    nxt[btail[bk]] = sl
+                else:
+                    bhead[bk] = sl
+                btail[bk] = sl
         qcounts[q, 0] = reads
         qcounts[q, 1] = hits
         qcounts[q, 2] = writes

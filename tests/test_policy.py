@@ -175,8 +175,9 @@ def reference_replay(trace, policy, C, params):
                 sample = min(P.score_to_uq16(x) + params.hw_read_credit, 65535) if o == OP_READ \
                     else params.hw_write_sample
                 if policy == "hw":
+                    # within a bucket: dense-mode touches first, newest first; then normal ones, oldest first
                     key = (hw_reference_key(meta, pp, s, sample, params, rate_hw, tln_dense if dense else tln,
-                                            is_pf), seq)
+                                            is_pf), -seq if dense else seq)
                 elif policy in ("ema", "ema+prefetch"):
                     e, _ = meta.get(pp, (0, 0))
                     if o == OP_READ and not is_pf:
