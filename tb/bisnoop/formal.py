@@ -69,8 +69,11 @@ JOBS = (
     Job("inv9_no_deadlock", "9", "prove", 3,
         "RwD and BIRsp are accepted whenever the outputs have room, whatever the Req channel does; "
         "a draining snoop makes progress every such cycle and frees its tag when its park queue is empty"),
-    Job("inv9_drain_bound", "9", "bmc", 12,
-        "with S2M ready, parked requests have all left within park_depth cycles of the BIRsp (bounded)"),
+    Job("inv9_drain_bound", "9", "prove", 3,
+        "with S2M ready, parked requests have all left within park_depth cycles of the BIRsp"),
+    Job("inv10_timeout", "10", "prove", 3,
+        "an outstanding snoop that reaches `timeout` ticks is marked expired, reported once as a timeout "
+        "error as soon as the outputs have room (status bit and irq set), and stays outstanding"),
     Job("cover", "-", "cover", 12,
         "non-vacuity: with every aux assumption in force, a dirty writeback in BIP followed by Released, "
         "a BIConflictAck for a snoop, a parked request replayed, an illegal answer and a timeout are reachable"),
@@ -161,11 +164,13 @@ class BISnoopProperties(Elaboratable):
         prop("inv2_one_birsp_per_bisnp", ~(rsp_hs & ~matches) |
              (ov["error"] & (o["error"].kind == M.E_UNKNOWN_TAG) & ~dut.ev_complete))
         prop("inv2_one_birsp_per_bisnp", ~(fire & dut.ev_complete) | (rsp_hs & matches))
+        completed_any = []
         for t in range(n):
             was_active = Signal(name=f"was_active{t}")
             completed = Signal(name=f"completed{t}")
             m.d.sync += [was_active.eq(active[t]),
                          completed.eq(fire & dut.ev_complete & (dut.ev_rsp_tag == t))]
+            completed_any.append(completed)
             prop("inv2_one_birsp_per_bisnp", ~(was_active & ~active[t]) | completed)
         unk = dut.err_count[M.E_UNKNOWN_TAG - 1]
         unk_before = Signal.like(unk)
@@ -320,7 +325,33 @@ class BISnoopProperties(Elaboratable):
             with m.Else():
                 m.d.sync += run.eq(0)
             m.d.comb += Assert(~dut.drain_any | (run < pd))
+            left = Signal(range(pd + 1))
+            for t in range(n):
+                with m.If(dut.t_drain[t]):
+                    m.d.comb += left.eq(dut.p_count[t])
+            m.d.comb += Assert(~dut.drain_any | (run + left <= pd))     # makes the bound inductive
             m.d.comb += Cover(dut.drain_any & (run == pd - 1))
+        # -- invariant 10 -----------------------------------------------------------------------
+        for t in range(n):
+            due = Signal(name=f"due{t}")
+            m.d.sync += due.eq(dut.tick & active[t] & ~dut.t_expired[t] & (dut.timeout != 0) &
+                               (dut.t_age[t] + 1 >= dut.timeout))
+            prop("inv10_timeout", ~due | dut.t_expired[t])
+            prop("inv10_timeout", ~(due & ~active[t]) | completed_any[t])
+        lowest = Signal(range(n))
+        pending = Signal()
+        for t in reversed(range(n)):
+            with m.If(dut.t_valid[t] & ~dut.t_drain[t] & dut.t_expired[t] & ~dut.t_reported[t]):
+                m.d.comb += [pending.eq(1), lowest.eq(t)]
+        prop("inv10_timeout", ~(pending & ~dut.drain_any & out_free) |
+             (fire & ov["error"] & (o["error"].kind == M.E_TIMEOUT) & (o["error"].tag == lowest)))
+        reported = Signal()
+        m.d.sync += reported.eq(fire & ov["error"] & (o["error"].kind == M.E_TIMEOUT))
+        prop("inv10_timeout", ~reported | (dut.err_status[M.E_TIMEOUT - 1] & dut.irq))
+        for t in range(n):
+            prop("inv10_timeout", ~(fire & ov["error"] & (o["error"].kind == M.E_TIMEOUT) & (o["error"].tag == t)) |
+                 (active[t] & dut.t_expired[t] & ~dut.t_reported[t] & ~dut.ev_complete))
+
         if job == "cover":
             wb_then_release = Signal()
             with m.If(fire & (kind == dut.EV_RWD) & dut.ev_write & dut.ev_bip):
