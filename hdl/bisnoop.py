@@ -24,7 +24,7 @@ State:
   seen, age (ticks), expired, reported; and a park FIFO of ``park_depth``
   requests (one ``lib.memory`` holds all of them).
 """
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -184,8 +184,7 @@ class BISnoopEngine(wiring.Component):
 
         outs = {name: getattr(self, name) for name, (d, _) in CHANNELS.items() if d is Out}
         advance = Signal()
-        m.d.comb += advance.eq(Const(1) if not outs else
-                               _all([~o.valid | o.ready for o in outs.values()]))
+        m.d.comb += advance.eq(_all([~o.valid | o.ready for o in outs.values()]))
 
         # -- which event: priority drain > timeout > rwd > birsp > policy > req -------------
         drain_any = self.drain_any
@@ -515,10 +514,12 @@ class BISnoopEngine(wiring.Component):
 
 
 def _all(values):
+    """AND of single-bit values."""
     return Cat(*values).all()
 
 
 def _any(values):
+    """OR of single-bit values."""
     return Cat(*values).any()
 
 
