@@ -1,0 +1,362 @@
+"""Access tracker and eviction selector: the golden model at the RTL's transaction level.
+
+The tracker (``cxlkv.hdl.tracker``, ``docs/tracker.md``) implements the ``hw`` policy of
+``docs/policy.md`` bit for bit. This model keeps exactly the RTL's structures, so that a
+divergence can be located in a structure and not only in a victim:
+
+* per position (the *metadata* region, one 64-bit word): ``ema`` (16), ``t_last`` (32), and 16
+  reserved bits (coherence state, quantizer format tag) that the tracker preserves;
+* per position (the *link* region, one word): ``resident`` (1), the bucket ``key``, and the
+  ``prev``/``next`` pointers of the doubly linked list the entry sits in. List nodes are
+  positions, so no slot numbering and no free list are needed: a resident count suffices;
+* per queue (on chip): ``started``, ``cur_step``, ``step_reads``, ``dense``, the key cursor
+  ``kc``, the expired list (head, tail), the resident count, a ring of ``n_buckets``
+  (a power of two >= the policy's NB) deadline buckets (head, tail) and their occupancy bitmap.
+
+A ring larger than the policy's NB is equivalent: live keys lie in ``[kc, kc + NB)``, so they
+never alias, and splicing walks the non-empty buckets below the new cursor in key order.
+
+Beyond ``policy.replay`` the tracker has: a "victim for queue q" request (the head of the
+expired list, else of the lowest non-empty bucket; ``none`` for an empty, unstarted or
+decode-locked queue), a step that goes backwards (applied as the queue's current step,
+counted in ``step_errors``), and a configuration check (``cfg_error``: the ring is too small
+for the configured time constants and g).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cxlkv.errors import CxlkvError
+from cxlkv.models import policy as P
+from cxlkv.models import scoring as S
+
+KEY_BITS = 33            # (step + F) >> g, step < 2^32, F < 2^24: fits 33 bits
+STEP_BITS = S.STEP_BITS
+STEP_READS_BITS = 25     # saturating per-step read counter (C <= 2^24)
+NONE = -1                # decision: no victim needed (hit, or a free entry)
+NO_VICTIM = -2           # decision: a miss with nothing evictable (bypass)
+
+
+@dataclass(frozen=True)
+class TrackerConfig:
+    """The tracker's configuration inputs (per-configuration constants derived by software)."""
+    budget: int            # C: resident entries per queue
+    pinned: int = 0        # positions 0 .. pinned-1 are never victims
+    alpha: int = 16384     # EMA weight UQ0.16 (0 applied as 1)
+    rate_mant: int = 0     # scoring.decay_rate(τe).mant
+    rate_shift: int = 0    # scoring.decay_rate(τe).shift
+    tln_r: int = 0         # round(τr·ln2·256), normal mode
+    tln_d: int = 0         # round(τd·ln2·256), dense mode (0: no dense mode)
+    bucket_bits: int = 3   # g
+    write_sample: int = 0
+    read_credit: int = 0
+
+    @classmethod
+    def from_params(cls, params: P.PolicyParams, budget: int) -> "TrackerConfig":
+        if params.window:
+            raise CxlkvError("the tracker implements hw without prefetch (window must be 0)")
+        _, tau_e, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
+        rate = S.decay_rate(tau_e)
+        tl = P.hw_rank_tau_long(params)
+        return cls(budget=budget, pinned=params.hw_pinned, alpha=params.hw_alpha, rate_mant=rate.mant,
+                   rate_shift=rate.shift, tln_r=P.hw_tau_ln2_q8(P.hw_rank_tau(params)),
+                   tln_d=P.hw_tau_ln2_q8(tl) if tl else 0, bucket_bits=params.hw_bucket_bits,
+                   write_sample=params.hw_write_sample, read_credit=params.hw_read_credit)
+
+
+def retention(ema: int, tln: int) -> int:
+    """F(ema) = (log2_q8(ema) · TLN) >> 16, F(0) = 0 (docs/policy.md)."""
+    return 0 if ema == 0 else (P.hw_log2_q8(ema) * tln) >> 16
+
+
+def buckets_needed(cfg: TrackerConfig) -> int:
+    """The policy's NB for this configuration: (F(65535) of the longest τ >> g) + 2."""
+    return (retention(S.SCORE_MAX, max(cfg.tln_r, cfg.tln_d)) >> cfg.bucket_bits) + 2
+
+
+def ring_size(nb: int) -> int:
+    """The smallest power of two >= nb."""
+    return 1 << max(0, (nb - 1).bit_length())
+
+
+@dataclass
+class Event:
+    queue: int
+    position: int
+    write: int
+    sample: int          # UQ0.16 (policy.score_to_uq16 of the float score)
+    step: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    queue: int
+    position: int
+    hit: int
+    inserted: int
+    victim_valid: int
+    no_victim: int
+    victim: int          # position when victim_valid, else 0
+
+    @property
+    def code(self) -> int:
+        """policy.replay's record_victims code: position, -1 none, -2 nothing evictable."""
+        return self.victim if self.victim_valid else (NO_VICTIM if self.no_victim else NONE)
+
+
+@dataclass(frozen=True)
+class VictimAnswer:
+    queue: int
+    valid: int
+    locked: int
+    victim: int
+
+
+@dataclass
+class _Queue:
+    started: bool = False
+    cur_step: int = 0
+    step_reads: int = 0
+    dense: bool = False
+    kc: int = 0
+    ehead: int | None = None
+    etail: int | None = None
+    nres: int = 0
+    bitmap: int = 0
+    bhead: dict = field(default_factory=dict)
+    btail: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Link:
+    resident: bool = False
+    key: int = 0
+    prev: int | None = None
+    next: int | None = None
+
+
+COUNTER_NAMES = ("events", "reads", "read_hits", "writes", "evictions", "no_victim", "victim_requests",
+                 "victim_none", "victim_locked", "step_errors")
+
+
+class TrackerModel:
+    """The tracker's state and decisions, event by event (queues are independent)."""
+
+    def __init__(self, cfg: TrackerConfig, n_queues: int, n_positions: int, n_buckets: int):
+        if n_buckets & (n_buckets - 1):
+            raise ValueError("n_buckets must be a power of two")
+        self.cfg = cfg
+        self.n_queues, self.n_positions, self.n_buckets = n_queues, n_positions, n_buckets
+        self.cfg_error = buckets_needed(cfg) > n_buckets
+        self.ema: dict = {}
+        self.t_last: dict = {}
+        self.links: dict = {}
+        self.queues = [_Queue() for _ in range(n_queues)]
+        self.counters = dict.fromkeys(COUNTER_NAMES, 0)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _link(self, q, p) -> _Link:
+        return self.links.setdefault((q, p), _Link())
+
+    @staticmethod
+    def _ffs_from(bitmap: int, kc: int, nbr: int) -> int | None:
+        """Key of the lowest non-empty bucket in [kc, kc + nbr), or None."""
+        if not bitmap:
+            return None
+        base = kc % nbr
+        high = bitmap >> base
+        if high:
+            off = (high & -high).bit_length() - 1
+        else:
+            low = bitmap & ((1 << base) - 1)
+            off = (low & -low).bit_length() - 1 + nbr - base
+        return kc + off
+
+    def _pop_head(self, q, qs: _Queue, expired: bool, bucket: int | None) -> int:
+        """Remove and return the head of the expired list or of ring bucket ``bucket``."""
+        if expired:
+            v = qs.ehead
+            nxt = self._link(q, v).next
+            qs.ehead = nxt
+            if nxt is None:
+                qs.etail = None
+            else:
+                self._link(q, nxt).prev = None
+        else:
+            v = qs.bhead[bucket]
+            nxt = self._link(q, v).next
+            qs.bhead[bucket] = nxt
+            if nxt is None:
+                qs.btail[bucket] = None
+                qs.bitmap &= ~(1 << bucket)
+            else:
+                self._link(q, nxt).prev = None
+        return v
+
+    # -- one event ------------------------------------------------------------------------------
+    def event(self, ev: Event) -> Decision:
+        cfg, nbr = self.cfg, self.n_buckets
+        q, p, s = ev.queue, ev.position, ev.step
+        qs = self.queues[q]
+        c = self.counters
+        c["events"] += 1
+        is_read = not ev.write
+        g = cfg.bucket_bits
+        # 1. step boundary
+        if not qs.started:
+            qs.started, qs.cur_step, qs.step_reads, qs.dense = True, s, 0, False
+            qs.kc, qs.ehead, qs.etail, qs.nres, qs.bitmap = s >> g, None, None, 0, 0
+        if s < qs.cur_step:
+            c["step_errors"] += 1
+            s = qs.cur_step
+        if s != qs.cur_step:
+            qs.dense = cfg.tln_d != 0 and qs.step_reads > cfg.budget
+            qs.step_reads = 0
+            qs.cur_step = s
+        kn = s >> g
+        while True:       # splice the non-empty buckets below the new cursor, in key order
+            d = self._ffs_from(qs.bitmap, qs.kc, nbr) if kn > qs.kc else None
+            if d is None or d >= kn:
+                break
+            b = d % nbr
+            h, t = qs.bhead[b], qs.btail[b]
+            if qs.etail is None:
+                qs.ehead = h
+            else:
+                self._link(q, qs.etail).next = h
+                self._link(q, h).prev = qs.etail
+            qs.etail = t
+            qs.bitmap &= ~(1 << b)
+            qs.kc = d + 1
+        qs.kc = max(qs.kc, kn)
+        if is_read:
+            c["reads"] += 1
+            qs.step_reads = min(qs.step_reads + 1, (1 << STEP_READS_BITS) - 1)
+        else:
+            c["writes"] += 1
+        # 2. metadata
+        ema0, t0 = self.ema.get((q, p), 0), self.t_last.get((q, p), 0)
+        age = S.step_age(t0, s)
+        dec = (ema0 * (S.SCORE_ONE - S.recency_fixed(age, _Rate(cfg))) + 0x8000) >> 16
+        smp = min(ev.sample + cfg.read_credit, S.SCORE_MAX) if is_read else cfg.write_sample
+        ema = S.ema_update(dec, smp, max(cfg.alpha, 1))
+        self.ema[(q, p)], self.t_last[(q, p)] = ema, s
+        # 3. key
+        key = (s + retention(ema, cfg.tln_d if qs.dense else cfg.tln_r)) >> g
+        # 4. residency
+        lk = self._link(q, p)
+        pinned = p < cfg.pinned
+        hit = inserted = victim_valid = no_victim = 0
+        victim = 0
+        if lk.resident:
+            hit = 1
+            if is_read:
+                c["read_hits"] += 1
+            if not pinned:
+                self._unlink(q, qs, p, lk)
+        else:
+            if qs.nres < cfg.budget:
+                qs.nres += 1
+            else:
+                if qs.ehead is not None:
+                    v = self._pop_head(q, qs, True, None)
+                else:
+                    d = self._ffs_from(qs.bitmap, qs.kc, nbr)
+                    v = None if d is None else self._pop_head(q, qs, False, d % nbr)
+                if v is None:
+                    c["no_victim"] += 1
+                    return Decision(q, p, 0, 0, 0, 1, 0)
+                self._link(q, v).resident = False
+                c["evictions"] += 1
+                victim_valid, victim = 1, v
+            inserted = 1
+        lk.resident = True
+        lk.key = key
+        if pinned:
+            lk.prev = lk.next = None
+        else:
+            b = key % nbr
+            if qs.dense:          # push front
+                h = qs.bhead.get(b) if qs.bitmap >> b & 1 else None
+                lk.prev, lk.next = None, h
+                if h is None:
+                    qs.btail[b] = p
+                else:
+                    self._link(q, h).prev = p
+                qs.bhead[b] = p
+            else:                 # append at the tail
+                t = qs.btail.get(b) if qs.bitmap >> b & 1 else None
+                lk.prev, lk.next = t, None
+                if t is None:
+                    qs.bhead[b] = p
+                else:
+                    self._link(q, t).next = p
+                qs.btail[b] = p
+            qs.bitmap |= 1 << b
+        return Decision(q, p, hit, inserted, victim_valid, no_victim, victim)
+
+    def _unlink(self, q, qs: _Queue, p, lk: _Link):
+        a, b2 = lk.prev, lk.next
+        if lk.key < qs.kc:
+            if a is None:
+                qs.ehead = b2
+            else:
+                self._link(q, a).next = b2
+            if b2 is None:
+                qs.etail = a
+            else:
+                self._link(q, b2).prev = a
+        else:
+            bk = lk.key % self.n_buckets
+            if a is None:
+                qs.bhead[bk] = b2
+            else:
+                self._link(q, a).next = b2
+            if b2 is None:
+                qs.btail[bk] = a
+            else:
+                self._link(q, b2).prev = a
+            if qs.bhead[bk] is None:
+                qs.bitmap &= ~(1 << bk)
+
+    # -- victim request -------------------------------------------------------------------------
+    def victim_request(self, q: int, locked: bool = False) -> VictimAnswer:
+        c = self.counters
+        c["victim_requests"] += 1
+        qs = self.queues[q]
+        if locked:
+            c["victim_none"] += 1
+            c["victim_locked"] += 1
+            return VictimAnswer(q, 0, 1, 0)
+        if qs.started and qs.ehead is not None:
+            return VictimAnswer(q, 1, 0, qs.ehead)
+        d = self._ffs_from(qs.bitmap, qs.kc, self.n_buckets) if qs.started else None
+        if d is None:
+            c["victim_none"] += 1
+            return VictimAnswer(q, 0, 0, 0)
+        return VictimAnswer(q, 1, 0, qs.bhead[d % self.n_buckets])
+
+
+class _Rate:
+    """A DecayRate-like view of the configuration's (mant, shift)."""
+
+    def __init__(self, cfg: TrackerConfig):
+        self.mant = cfg.rate_mant
+        self.shift = cfg.rate_shift
+
+
+def events_from_trace(trace) -> list[Event]:
+    """The tracker's input events of a trace, in file order (sample = policy.score_to_uq16)."""
+    import numpy as np
+    x = np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5)
+    smp = np.minimum(x, S.SCORE_MAX).astype(np.int64)
+    q = trace.layer.astype(np.int64) * trace.n_kv_heads + trace.head
+    return [Event(int(q[i]), int(trace.pos[i]), int(trace.op[i] != 0), int(smp[i]), int(trace.step[i]))
+            for i in range(len(trace))]
+
+
+def replay_model(trace, cfg: TrackerConfig, n_buckets: int | None = None) -> list[Decision]:
+    """Every event of ``trace`` through a fresh model; n_buckets defaults to the ring the config needs."""
+    nbr = n_buckets or ring_size(buckets_needed(cfg))
+    m = TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 1 if len(trace) else 1, nbr)
+    return [m.event(e) for e in events_from_trace(trace)]
