@@ -2,6 +2,7 @@
 
 from cxlkv.tb.runner import CocotbBench
 
+
 def _make_dut(tag_width=16):
     from cxlkv.hdl.quant import QuantUnit
     return QuantUnit(tag_width=tag_width)

@@ -38,10 +38,10 @@ class ScoringEnv:
         self.dut.rst.value = 1
         self.inp.valid.value = 0
         self.out.ready.value = 0
+        cocotb.start_soon(self._monitor())      # before reset ends: no handshake goes unseen
         for _ in range(3):
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
-        cocotb.start_soon(self._monitor())
 
     def configure(self, alpha, tau):
         self.dut.alpha.value = alpha
