@@ -48,10 +48,10 @@ class BridgeEnv:
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         dut.rx.value = 1
         dut.rst.value = 1
+        cocotb.start_soon(self._monitor())          # before reset ends (docs/developing.md)
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 2 * self.div)
-        cocotb.start_soon(self._monitor())
 
     # ---- the serial line
     async def send_byte(self, b, stop=1):
