@@ -171,3 +171,22 @@ def test_synth_check(tmp_path, monkeypatch):
     assert (out / "top.bit").stat().st_size > 100_000
     rep = fpga.parse_report((out / "top.tim").read_text())
     assert rep.fmax() > 0 and rep.used["TRELLIS_FF"][0] > 0
+
+
+def test_led_stretch_holds_a_strobe_visible():
+    from cxlkv.hdl.boards.ecp5 import Stretch
+    dut = Stretch(5)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    trace = []
+
+    async def testbench(ctx):
+        for i in range(12):
+            ctx.set(dut.i, i in (1, 3))
+            await ctx.tick()
+            trace.append(ctx.get(dut.o))
+
+    sim.add_testbench(testbench)
+    sim.run()
+    # a pulse at 1 lights it, the one at 3 restarts the count: on for 5 cycles after the last
+    assert trace == [0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
