@@ -1,6 +1,6 @@
 """`cxlkv ctl`: talk to a controller through the host driver, over any transport."""
 
-HELP = "talk to a cxlkv controller through the driver (model, sim, mmio; serial with the FPGA board)"
+HELP = "talk to a cxlkv controller through the driver (model, sim, mmio, serial)"
 
 TRANSPORTS = ("model", "mmio", "sim", "serial")
 
@@ -8,8 +8,10 @@ TRANSPORTS = ("model", "mmio", "sim", "serial")
 def add_arguments(p):
     p.add_argument("--transport", "-t", choices=TRANSPORTS, default="model",
                    help="model: the golden model; sim: the Verilated controller (built on first use); "
-                        "mmio: a PCIe BAR resource file or /dev/uioN; serial: not available yet (FPGA issue)")
-    p.add_argument("--device", help="mmio: /sys/bus/pci/devices/<bdf>/resourceN, /dev/uioN or a file")
+                        "mmio: a PCIe BAR resource file or /dev/uioN; serial: the FPGA board's UART bridge (--device /dev/ttyUSB0)")
+    p.add_argument("--device", help="mmio: /sys/bus/pci/devices/<bdf>/resourceN, /dev/uioN or a file; "
+                                    "serial: the port, e.g. /dev/ttyUSB0")
+    p.add_argument("--baud", type=int, default=115200, help="serial: baud rate of the board's UART bridge")
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
@@ -32,7 +34,12 @@ def _transport(args):
         if not args.device:
             raise CxlkvError("--transport mmio needs --device PATH")
         return MmioTransport(args.device, offset=args.offset)
-    raise CxlkvError(f"transport '{args.transport}' is not implemented yet: it comes with the FPGA bring-up issue")
+    if args.transport == "serial":
+        if not args.device:
+            raise CxlkvError("--transport serial needs --device PORT (e.g. /dev/ttyUSB0)")
+        from cxlkv.sw.serial_transport import SerialTransport
+        return SerialTransport(args.device, baud=args.baud)
+    raise CxlkvError(f"unknown transport '{args.transport}'")
 
 
 def _table(d):

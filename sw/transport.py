@@ -11,7 +11,7 @@ a PCIe BAR or an FPGA board (the Glasgow pattern).
 * ``AxiLiteTransport`` (tb/regs): cocotbext-axi's AXI4-Lite master in a cocotb bench.
 * :class:`SimTransport`: the Verilated controller top (hdl/controller.py) in a C++
   harness, started and stopped by the transport.
-* ``serial``: the FPGA board's UART bridge (planned with the FPGA issue).
+* ``serial``: :class:`cxlkv.sw.serial_transport.SerialTransport`, the FPGA board's UART bridge.
 """
 from __future__ import annotations
 
