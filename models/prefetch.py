@@ -1,0 +1,282 @@
+"""Golden model of the RoPE-aware prefetch engine (``hdl/prefetch.py``, ``docs/prefetch.md``).
+
+Two layers, one definition:
+
+* the **rule** (:func:`triggers`, :func:`window_bounds`, :func:`candidates`): which
+  read starts a prefetch and which positions it asks for. The policy simulator
+  (``models/policy.py``) compiles these very functions with numba, so the
+  simulator's ``ema+prefetch`` and ``hw`` prefetch and the RTL share them;
+* the **engine** (:class:`PrefetchEngine`): the cycle-accurate model of the RTL
+  (bounded request queue, round-robin service, residency lookup, in-flight
+  deduplication, rate limit, fetch tags, completions to tracker inserts). The
+  simulator is the engine's ideal limit: unbounded queue, no rate limit, zero
+  fetch latency, residency always current.
+
+The rule. On an access of position ``P`` of a queue whose newest position so far
+(this access included) is ``N``:
+
+* a prefetch is *triggered* by a read (never a write), when the window ``W`` is
+  non-zero, and, with trigger ``miss``, only if the read missed;
+* the candidates are the positions of ``[max(0, P - W), min(P + W, N)]`` other than
+  ``P``, in ascending order; each candidate that is resident (or already being
+  fetched) is skipped, every other one is fetched and inserted like a demand fill.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TRIGGER_MISS = 0     #: prefetch on demand misses only (the register's reset value)
+TRIGGER_READ = 1     #: prefetch on every read (the policy simulator's ema+prefetch and hw)
+
+#: Widths of the configuration inputs (the PREFETCH / PREFETCH_PERIOD register fields).
+WINDOW_BITS = 8
+RATE_ISSUES_BITS = 8
+RATE_PERIOD_BITS = 16
+
+
+def triggers(is_read, hit, trigger_all, window) -> bool:
+    """Does this access start a prefetch window? (Reads only; ``miss`` trigger: misses only.)"""
+    return bool(window > 0 and is_read and (trigger_all or not hit))
+
+
+def window_bounds(pos, window, newest):
+    """``(lo, hi)``: the window of a read of ``pos``, clipped to ``[0, max(newest, pos)]``."""
+    lo = pos - window if pos > window else 0
+    top = newest if newest > pos else pos
+    hi = pos + window if pos + window < top else top
+    return lo, hi
+
+
+def candidates(pos, window, newest) -> list[int]:
+    """The positions a read of ``pos`` asks for, in the order they are considered."""
+    lo, hi = window_bounds(pos, window, newest)
+    return [p for p in range(lo, hi + 1) if p != pos]
+
+
+def first_candidate(lo, pos):
+    """The first candidate of a window starting at ``lo``: ``lo``, or ``lo + 1`` if that is ``pos``."""
+    return lo + 1 if lo == pos else lo
+
+
+def next_candidate(cur, pos):
+    """The candidate after ``cur`` (the read position itself is skipped)."""
+    nxt = cur + 1
+    return nxt + 1 if nxt == pos else nxt
+
+
+# ---------------------------------------------------------------------------------------------
+# The cycle-accurate engine
+
+@dataclass
+class PrefetchConfig:
+    """The engine's configuration inputs (sampled every cycle, like the RTL's)."""
+    window: int = 0             #: W, 0..255 (0: off)
+    trigger_all: int = 0        #: 0: demand misses, 1: every read
+    overflow_stall: int = 0     #: 0: drop the oldest request, 1: stall the access input
+    rate_issues: int = 0        #: at most this many fetches per period (0: unlimited)
+    rate_period: int = 64       #: period in cycles (0 acts as 1)
+    enable: int = 1             #: 0: no new requests (prefill phase); queued work still drains
+
+
+@dataclass
+class Inputs:
+    """Everything the engine samples in one cycle."""
+    acc_valid: int = 0
+    acc_queue: int = 0
+    acc_pos: int = 0
+    acc_write: int = 0
+    acc_hit: int = 0
+    resident: int = 0           #: the tracker's answer to last cycle's lookup
+    fetch_ready: int = 0
+    cpl_valid: int = 0
+    cpl_tag: int = 0
+    ins_ready: int = 0
+    clear: int = 0              #: restart the sweep that zeroes the newest-position table
+
+
+@dataclass
+class Outputs:
+    acc_ready: int
+    chk_valid: int
+    chk_queue: int
+    chk_pos: int
+    fetch_valid: int
+    fetch_queue: int
+    fetch_pos: int
+    fetch_tag: int
+    cpl_ready: int
+    ins_valid: int
+    ins_queue: int
+    ins_pos: int
+
+
+COUNTERS = ("requests", "drops", "drop_positions", "lookups", "skip_resident", "skip_inflight",
+            "prefetches", "inserts", "bad_completions", "stall_cycles")
+
+
+@dataclass
+class _Slot:
+    queue: int
+    pos: int        #: the read position (skipped)
+    cur: int        #: next candidate to look up
+    hi: int         #: last position of the window
+
+
+@dataclass
+class PrefetchEngine:
+    """Cycle-accurate model of ``hdl.prefetch.PrefetchEngine``.
+
+    Call :meth:`outputs` with the cycle's inputs (what the RTL drives this
+    cycle), then :meth:`tick` with the same inputs (the clock edge).
+    """
+    n_queues: int = 16
+    pos_width: int = 16
+    depth: int = 4               #: window requests the queue holds
+    tags: int = 4                #: fetches in flight
+    counter_width: int = 32
+    newest: list = field(default=None)
+    slots: list = field(default_factory=list)
+    rr: int = 0
+    s1: tuple | None = None      #: (queue, pos) looked up last cycle, answer arriving now
+    s2: tuple | None = None      #: (queue, pos) to fetch, waiting for a token, a tag or the mover
+    inflight: list = field(default=None)
+    clear_idx: int = 0           #: the table sweep after reset: acc held off until n_queues
+    period_count: int = 0
+    period_issued: int = 0
+    counters: dict = field(default=None)
+
+    def __post_init__(self):
+        if self.newest is None:
+            self.newest = [0] * self.n_queues
+        if self.inflight is None:
+            self.inflight = [None] * self.tags
+        if self.counters is None:
+            self.counters = {k: 0 for k in COUNTERS}
+
+    # --- combinational view of one cycle ---------------------------------------------------
+
+    def _comb(self, cfg: PrefetchConfig, i: Inputs):
+        c = {}
+        n = len(self.slots)
+        c["acc_ready"] = int(self.clear_idx == self.n_queues and not (cfg.overflow_stall and n == self.depth))
+        token = cfg.rate_issues == 0 or self.period_issued < cfg.rate_issues
+        free = [t for t, e in enumerate(self.inflight) if e is None]
+        c["fetch_valid"] = int(self.s2 is not None and token and bool(free))
+        c["fetch_tag"] = free[0] if free else 0
+        fire = c["fetch_valid"] and i.fetch_ready
+        c["fire"] = fire
+        # the candidate looked up last cycle: resident or already on its way?
+        s1_dup_res = s1_dup_inf = False
+        if self.s1 is not None:
+            s1_dup_res = bool(i.resident)
+            s1_dup_inf = (not s1_dup_res) and (self.s1 in self.inflight or self.s1 == self.s2)
+        c["s1_dup_res"], c["s1_dup_inf"] = s1_dup_res, s1_dup_inf
+        s2_free = self.s2 is None or fire
+        s1_moves = self.s1 is not None and not (s1_dup_res or s1_dup_inf) and s2_free
+        s1_free = self.s1 is None or s1_dup_res or s1_dup_inf or s1_moves
+        c["s1_moves"] = s1_moves
+        serve = n > 0 and s1_free
+        c["serve"] = serve
+        if serve:
+            sl = self.slots[self.rr]
+            c["chk"] = (sl.queue, sl.cur)
+        tag_entry = self.inflight[i.cpl_tag] if i.cpl_tag < self.tags else None
+        c["cpl_good"] = tag_entry is not None
+        c["ins_valid"] = int(bool(i.cpl_valid) and tag_entry is not None)
+        c["ins"] = tag_entry if tag_entry is not None else (0, 0)
+        c["cpl_ready"] = int(bool(i.ins_ready) or tag_entry is None)
+        return c
+
+    def outputs(self, cfg: PrefetchConfig, i: Inputs) -> Outputs:
+        c = self._comb(cfg, i)
+        chk = c.get("chk", (0, 0))
+        s2 = self.s2 or (0, 0)
+        return Outputs(acc_ready=c["acc_ready"], chk_valid=int(c["serve"]), chk_queue=chk[0], chk_pos=chk[1],
+                       fetch_valid=c["fetch_valid"], fetch_queue=s2[0], fetch_pos=s2[1], fetch_tag=c["fetch_tag"],
+                       cpl_ready=c["cpl_ready"], ins_valid=c["ins_valid"], ins_queue=c["ins"][0],
+                       ins_pos=c["ins"][1])
+
+    # --- the clock edge ----------------------------------------------------------------------
+
+    def _count(self, name, by=1):
+        self.counters[name] = (self.counters[name] + by) & ((1 << self.counter_width) - 1)
+
+    def tick(self, cfg: PrefetchConfig, i: Inputs):
+        c = self._comb(cfg, i)
+        n = len(self.slots)
+
+        # completions: free the tag, forward the insert (or count a completion of a free tag)
+        if i.cpl_valid and c["cpl_ready"]:
+            if c["cpl_good"]:
+                self.inflight[i.cpl_tag] = None
+                self._count("inserts")
+            else:
+                self._count("bad_completions")
+        # issue stage
+        if c["fire"]:
+            self.inflight[c["fetch_tag"]] = self.s2
+            self._count("prefetches")
+        if c["s1_dup_res"]:
+            self._count("skip_resident")
+        if c["s1_dup_inf"]:
+            self._count("skip_inflight")
+        if c["s1_moves"]:
+            self.s2 = self.s1
+        elif c["fire"]:
+            self.s2 = None
+        # rate-limit period
+        period = max(cfg.rate_period, 1)
+        if self.period_count >= period - 1:
+            self.period_count = 0
+            self.period_issued = 0
+        else:
+            self.period_count += 1
+            if c["fire"]:
+                self.period_issued = min(self.period_issued + 1, (1 << RATE_ISSUES_BITS) - 1)
+
+        # lookup stage: serve slot rr
+        finished = False
+        rr_next = self.rr
+        if c["serve"]:
+            sl = self.slots[self.rr]
+            self.s1 = (sl.queue, sl.cur)
+            self._count("lookups")
+            nxt = next_candidate(sl.cur, sl.pos)
+            if nxt > sl.hi:
+                finished = True
+            else:
+                sl.cur = nxt
+                rr_next = self.rr + 1
+        else:
+            self.s1 = None
+        if finished:
+            del self.slots[self.rr]
+        n_after = len(self.slots)
+
+        # the access input: newest position, trigger, enqueue (dropping the oldest if full)
+        if i.acc_valid and c["acc_ready"]:
+            q, p = i.acc_queue, i.acc_pos
+            newest = max(self.newest[q], p)
+            self.newest[q] = newest
+            lo, hi = window_bounds(p, cfg.window, newest)
+            if cfg.enable and triggers(not i.acc_write, i.acc_hit, cfg.trigger_all, cfg.window) and hi > lo:
+                self._count("requests")
+                if n_after == self.depth:
+                    old = self.slots.pop(0)
+                    self._count("drops")
+                    self._count("drop_positions", old.hi - old.cur + 1 - (1 if old.pos >= old.cur else 0))
+                    if rr_next > 0:
+                        rr_next -= 1
+                    n_after -= 1
+                self.slots.append(_Slot(q, p, first_candidate(lo, p), hi))
+        elif i.acc_valid:
+            self._count("stall_cycles")
+        if rr_next >= n_after:
+            rr_next = 0
+        self.rr = rr_next
+        if self.clear_idx < self.n_queues:
+            self.newest[self.clear_idx] = 0
+        if i.clear:
+            self.clear_idx = 0
+        elif self.clear_idx < self.n_queues:
+            self.clear_idx += 1
