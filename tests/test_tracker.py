@@ -92,3 +92,11 @@ def test_cfg_error_when_ring_too_small():
 def test_prefetch_window_is_refused():
     with pytest.raises(Exception, match="window"):
         T.TrackerConfig.from_params(P.make_params("hw", window=2), 4)
+
+
+def test_victims_are_first_in_the_exact_order():
+    from cxlkv.tb.tracker.bench import victim_topk_agreement
+    trace = tracegen.synth("mixed", n_layers=1, n_kv_heads=2, prefill=64, steps=64, seed=7)
+    r = victim_topk_agreement(trace, 8, P.make_params("hw"))
+    assert r["victims"] > 100
+    assert r["rank0"] == r["within_topk"] == r["victims"]

@@ -1,0 +1,82 @@
+"""Benchmarks of the tracker.
+
+* ``tracker.events_per_cycle``: cocotb on Verilator (test_throughput): events accepted per clock
+  with the decision output always ready and memories that never stall and answer in the next
+  cycle, on the whole mixed 2 x 2 trace of the bench.
+* ``tracker.victim_topk_agreement``: on the ``mixed`` family, the fraction of the tracker's
+  victims that lie within the top 5 % (at least one) of their queue's evictable resident entries
+  ranked by the exact ``hw`` order ``(key, tie)`` (docs/policy.md, "Victim rule, as an order"),
+  the order recomputed from scratch at every eviction (a full sort, independent of the bucket
+  ring). The victims are the golden model's; tests/test_tracker.py and the cocotb bench show
+  that they are the RTL's and policy.replay's. Since hw is exact, the figure must be 1.0: it
+  checks the ring, not an approximation. Also reported: ``tracker.victim_rank0_fraction``
+  (victim = the exact order's first).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from cxlkv.models import policy as P
+from cxlkv.models import tracegen
+from cxlkv.models import tracker as T
+
+TOPK_FRACTION = 0.05
+
+
+def victim_topk_agreement(trace, budget: int, params: P.PolicyParams) -> dict:
+    cfg = T.TrackerConfig.from_params(params, budget)
+    model = T.TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 1,
+                           T.ring_size(T.buckets_needed(cfg)))
+    seq = [0] * trace.n_queues
+    tie: dict = {}                        # (q, p) -> +seq (normal-mode touch) or -seq (dense)
+    resident: list[set] = [set() for _ in range(trace.n_queues)]
+    victims = within = rank0 = 0
+    for ev in T.events_from_trace(trace):
+        q, p = ev.queue, ev.position
+        d = model.event(ev)
+        if d.no_victim:
+            continue
+        seq[q] += 1
+        tie[(q, p)] = -seq[q] if model.queues[q].dense else seq[q]
+        if d.victim_valid:
+            cands = [x for x in resident[q] if x >= cfg.pinned]
+            order = sorted(cands, key=lambda x: (model.links[(q, x)].key, tie[(q, x)]))
+            rank = order.index(d.victim)
+            k = max(1, math.ceil(TOPK_FRACTION * len(order)))
+            victims += 1
+            within += rank < k
+            rank0 += rank == 0
+            resident[q].discard(d.victim)
+        resident[q].add(p)
+    return {"victims": victims, "within_topk": within, "rank0": rank0}
+
+
+def measure():
+    from cxlkv.tb.runner import run
+    from cxlkv.tb.tracker import BENCHES
+    out = []
+    res = run(BENCHES[0], testcase="test_throughput",
+              env={"CXLKV_THROUGHPUT_EVENTS": os.environ.get("CXLKV_THROUGHPUT_EVENTS", "20000")})
+    if not res.passed:
+        raise RuntimeError(f"throughput test failed; see {res.build_dir}/sim.log")
+    out += list(res.metrics.values())
+    n_layers, n_heads, prefill, steps = 4, 2, 512, 512
+    trace = tracegen.synth("mixed", n_layers=n_layers, n_kv_heads=n_heads, prefill=prefill, steps=steps, seed=0)
+    params = P.make_params("hw")
+    budget = P.entries_from_budget(trace, 10)
+    r = victim_topk_agreement(trace, budget, params)
+    config = {"family": "mixed", "geometry": f"{n_layers}x{n_heads}", "prefill": prefill, "steps": steps,
+              "budget": budget, "budget_pct": 10, "top": TOPK_FRACTION, "victims": r["victims"],
+              "order": "exact hw (key, tie), full sort per eviction"}
+    out.append({"name": "tracker.victim_topk_agreement", "value": round(r["within_topk"] / r["victims"], 6),
+                "unit": "fraction", "config": config})
+    out.append({"name": "tracker.victim_rank0_fraction", "value": round(r["rank0"] / r["victims"], 6),
+                "unit": "fraction", "config": config})
+    return out
+
+
+if __name__ == "__main__":
+    import json
+    for rec in measure():
+        print(json.dumps(rec))
