@@ -204,6 +204,8 @@ class Tracker(wiring.Component):
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
         clear_q = Signal(g.qb)
+        meta_start = Signal()                 # main FSM -> metadata engine
+        meta_done = Signal(init=1)            # metadata written back (key valid)
 
         pos_ptr = Cat(ev.position, Const(1, 1))
         NULL = Const(0, g.ptr)
@@ -332,7 +334,8 @@ class Tracker(wiring.Component):
                     with m.Else():
                         bump("reads", ~ein.write)
                         bump("writes", ein.write)
-                        m.next = "EV_LOAD0"
+                        m.d.comb += q_rd.addr.eq(queue_of(ein.layer, ein.head))
+                        m.next = "EV_LOAD"
                 with m.Elif(self.victim_req.valid):
                     m.d.comb += self.victim_req.ready.eq(1)
                     m.d.sync += [q.eq(queue_of(vin.layer, vin.head)), vout.eq(0),
@@ -343,11 +346,10 @@ class Tracker(wiring.Component):
                         bump("victim_none")
                         m.next = "VEMIT"
                     with m.Else():
-                        m.next = "V_LOAD0"
+                        m.d.comb += q_rd.addr.eq(queue_of(vin.layer, vin.head))
+                        m.next = "V_LOAD"
 
             # ---------------- victim request
-            with m.State("V_LOAD0"):
-                m.next = "V_LOAD"
             with m.State("V_LOAD"):
                 m.d.sync += qs.eq(q_rd.data)
                 m.next = "V_DECIDE"
@@ -376,8 +378,6 @@ class Tracker(wiring.Component):
                     m.next = "IDLE"
 
             # ---------------- event: queue state and step boundary
-            with m.State("EV_LOAD0"):
-                m.next = "EV_LOAD"
             with m.State("EV_LOAD"):
                 rd = data.View(qlay, q_rd.data)
                 s_in = ev.step
@@ -389,6 +389,7 @@ class Tracker(wiring.Component):
                 sat = (1 << g.step_reads) - 1
                 reads1 = Mux(ev.write | (reads0 == sat), reads0, reads0 + 1)
                 bump("step_errors", backwards)
+                m.d.comb += meta_start.eq(1)
                 m.d.sync += [
                     s_eff.eq(s_use),
                     kn.eq(s_use >> self.bucket_bits),
@@ -413,7 +414,7 @@ class Tracker(wiring.Component):
                 with m.Else():
                     with m.If(kn > qs.kc):
                         m.d.sync += qs.kc.eq(kn)
-                    m.next = "META_RD"
+                    m.next = "LINK_RD"
             with m.State("SPLICE_RD"):
                 bw = data.View(blay, b_rd.data)
                 m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail), qs.bitmap.bit_select(bk, 1).eq(0)]
@@ -431,38 +432,6 @@ class Tracker(wiring.Component):
                 with m.If(self.link_req.ready):
                     m.d.sync += qs.etail.eq(bt)
                     m.next = "SPLICE_FIND"
-
-            # ---------------- metadata: read, decay, EMA, key, write back
-            with m.State("META_RD"):
-                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
-                             self.meta_req.payload.write.eq(0)]
-                with m.If(self.meta_req.ready):
-                    m.next = "META_WAIT"
-            with m.State("META_WAIT"):
-                m.d.comb += self.meta_resp.ready.eq(1)
-                mw = data.View(META_LAYOUT, self.meta_resp.payload)
-                with m.If(self.meta_resp.valid):
-                    m.d.sync += [ema_old.eq(mw.ema), t_old.eq(mw.t_last), meta_hi.eq(mw.reserved)]
-                    m.next = "DECAY1"
-            with m.State("DECAY1"):
-                m.d.sync += [yi.eq(y >> S.Y_FRAC_BITS), yf.eq(y[:S.Y_FRAC_BITS])]
-                m.next = "DECAY2"
-            with m.State("DECAY2"):
-                m.d.sync += dec.eq((ema_old * e_val + 0x8000) >> 16)
-                m.next = "EMA"
-            with m.State("EMA"):
-                m.d.sync += ema_new.eq(dec + ema_step)
-                m.next = "KEY"
-            with m.State("KEY"):
-                m.d.sync += key.eq((s_eff + f_val) >> self.bucket_bits)
-                m.next = "META_WR"
-            with m.State("META_WR"):
-                mwd = data.View(META_LAYOUT, self.meta_req.payload.wdata)
-                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
-                             self.meta_req.payload.write.eq(1), mwd.ema.eq(ema_new), mwd.t_last.eq(s_eff),
-                             mwd.reserved.eq(meta_hi)]
-                with m.If(self.meta_req.ready):
-                    m.next = "LINK_RD"
 
             # ---------------- residency
             with m.State("LINK_RD"):
@@ -581,7 +550,9 @@ class Tracker(wiring.Component):
             with m.State("INSERT"):
                 m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
                 m.d.sync += bk.eq(key[:g.bb])
-                with m.If(pinned):
+                with m.If(~meta_done):
+                    pass                      # the key is not computed yet
+                with m.Elif(pinned):
                     link_write(pos_ptr, WM_ALL, prev=NULL, nxt=NULL, key_=key, res=1)
                     with m.If(self.link_req.ready):
                         m.next = "EMIT"
@@ -620,10 +591,48 @@ class Tracker(wiring.Component):
                 m.next = "EMIT"
 
             with m.State("EMIT"):
-                m.d.comb += self.decision.valid.eq(1)
-                with m.If(self.decision.ready):
+                m.d.comb += self.decision.valid.eq(meta_done)
+                with m.If(self.decision.ready & meta_done):
                     m.d.comb += q_wr.en.eq(~out.error)
                     m.next = "IDLE"
+        with m.FSM(init="M_IDLE", name="meta_fsm"):
+            with m.State("M_IDLE"):
+                with m.If(meta_start):
+                    m.d.sync += meta_done.eq(0)
+                    m.next = "M_RD"
+            # metadata engine: read, decay, EMA, key, write back; runs beside the list work
+            with m.State("M_RD"):
+                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
+                             self.meta_req.payload.write.eq(0)]
+                with m.If(self.meta_req.ready):
+                    m.next = "M_WAIT"
+            with m.State("M_WAIT"):
+                m.d.comb += self.meta_resp.ready.eq(1)
+                mw = data.View(META_LAYOUT, self.meta_resp.payload)
+                with m.If(self.meta_resp.valid):
+                    m.d.sync += [ema_old.eq(mw.ema), t_old.eq(mw.t_last), meta_hi.eq(mw.reserved)]
+                    m.next = "M_DECAY1"
+            with m.State("M_DECAY1"):
+                m.d.sync += [yi.eq(y >> S.Y_FRAC_BITS), yf.eq(y[:S.Y_FRAC_BITS])]
+                m.next = "M_DECAY2"
+            with m.State("M_DECAY2"):
+                m.d.sync += dec.eq((ema_old * e_val + 0x8000) >> 16)
+                m.next = "M_EMA"
+            with m.State("M_EMA"):
+                m.d.sync += ema_new.eq(dec + ema_step)
+                m.next = "M_KEY"
+            with m.State("M_KEY"):
+                m.d.sync += key.eq((s_eff + f_val) >> self.bucket_bits)
+                m.next = "M_WR"
+            with m.State("M_WR"):
+                mwd = data.View(META_LAYOUT, self.meta_req.payload.wdata)
+                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
+                             self.meta_req.payload.write.eq(1), mwd.ema.eq(ema_new), mwd.t_last.eq(s_eff),
+                             mwd.reserved.eq(meta_hi)]
+                with m.If(self.meta_req.ready):
+                    m.d.sync += meta_done.eq(1)
+                    m.next = "M_IDLE"
+
         return m
 
 
