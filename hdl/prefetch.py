@@ -114,6 +114,7 @@ class PrefetchEngine(wiring.Component):
 
         # ---- pipeline registers and the in-flight table
         s1_valid, s1_q, s1_p = Signal(), Signal(QB), Signal(PW)
+        s1_fresh = Signal()                            # looked up last cycle: ``resident`` answers it now
         s2_valid, s2_q, s2_p = Signal(), Signal(QB), Signal(PW)
         tv = [Signal(name=f"tag{t}_valid") for t in range(F)]
         tq = [Signal(QB, name=f"tag{t}_queue") for t in range(F)]
@@ -150,7 +151,8 @@ class PrefetchEngine(wiring.Component):
         m.d.comb += inflight_match.eq(Signal.cast(0) if not match_terms else _any(match_terms))
         dup_res = Signal()
         dup_inf = Signal()
-        m.d.comb += [dup_res.eq(s1_valid & self.resident), dup_inf.eq(s1_valid & ~self.resident & inflight_match)]
+        m.d.comb += [dup_res.eq(s1_valid & s1_fresh & self.resident),
+                     dup_inf.eq(s1_valid & s1_fresh & ~self.resident & inflight_match)]
         s2_free = Signal()
         s1_moves = Signal()
         s1_free = Signal()
@@ -195,9 +197,11 @@ class PrefetchEngine(wiring.Component):
         m.d.comb += finished.eq(serve & (nxt > sel_h))
         count("lookups", serve)
         with m.If(serve):
-            m.d.sync += [s1_valid.eq(1), s1_q.eq(sel_q), s1_p.eq(sel_c)]
-        with m.Else():
+            m.d.sync += [s1_valid.eq(1), s1_fresh.eq(1), s1_q.eq(sel_q), s1_p.eq(sel_c)]
+        with m.Elif(s1_free):
             m.d.sync += s1_valid.eq(0)
+        with m.Else():                                 # held while S2 waits: checked once already
+            m.d.sync += s1_fresh.eq(0)
 
         # ---- the access input: newest position, trigger, window bounds
         acc = self.acc.payload

@@ -54,6 +54,7 @@ import numpy as np
 from numba import njit
 
 from cxlkv.errors import CxlkvError
+from cxlkv.models import prefetch as PF
 from cxlkv.models import scoring as S
 from cxlkv.models.trace import Trace
 
@@ -323,11 +324,19 @@ def _group_by_queue(layer, head, n_kv_heads, nq):
     return order, start
 
 
+# the prefetch rule of the engine's golden model, compiled for the replay core (one definition)
+_pf_triggers = njit(cache=True)(PF.triggers)
+_pf_window_bounds = njit(cache=True)(PF.window_bounds)
+_pf_first_candidate = njit(cache=True)(PF.first_candidate)
+_pf_next_candidate = njit(cache=True)(PF.next_candidate)
+
+
 @njit(cache=True)
 def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams, hw_ftab,
                  hw_ftab_long, record, victims, qcounts, qscores):
     """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
-    hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample]."""
+    hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample,
+    hw_read_credit, prefetch_trigger_all]."""
     sinks = iparams[0]
     ema_alpha = iparams[1]
     ema_mant = iparams[2]
@@ -341,6 +350,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     pinned = iparams[10]
     hw_wsample = iparams[11]
     hw_rcredit = iparams[12]
+    pf_trigger_all = iparams[13]
     exp2 = _EXP2
     log2f = _LOG2F
     NEVER = _NEVER
@@ -428,19 +438,16 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                 sum_reads += x
             else:
                 writes += 1
-            # npf: number of positions to handle this event: the demand one, then prefetches
+            # npf: number of positions to handle this event: the demand one, then prefetches.
+            # The rule (trigger, window, order) is models/prefetch.py's, compiled here.
             npf = 0
-            if window > 0 and is_read:
-                a = p - window
-                if a < 0:
-                    a = 0
-                b = p + window
-                if b > newest:
-                    b = newest
-                for pp in range(a, b + 1):
-                    if pp != p:
-                        pf_list[npf] = pp
-                        npf += 1
+            if _pf_triggers(is_read, slot_of[p] >= 0, pf_trigger_all, window):
+                a, b = _pf_window_bounds(p, window, newest)
+                pp = _pf_first_candidate(a, p)
+                while pp <= b:
+                    pf_list[npf] = pp
+                    npf += 1
+                    pp = _pf_next_candidate(pp, p)
             for t in range(npf + 1):
                 if t == 0:
                     pp = p
@@ -1056,18 +1063,23 @@ def entries_from_budget(trace: Trace, percent: float) -> int:
     return max(1, math.ceil(percent * context_length(trace) / 100 - 1e-9))
 
 
-def _iparams(p: PolicyParams) -> np.ndarray:
+def _iparams(p: PolicyParams, prefetch_trigger: int = PF.TRIGGER_READ) -> np.ndarray:
     ea, et, _ = S.sanitize_config(p.ema_alpha, p.ema_tau)
     ha, ht, _ = S.sanitize_config(p.hw_alpha, p.hw_tau)
     er, hr = S.decay_rate(et), S.decay_rate(ht)
     return np.array([p.sinks, ea, er.mant, er.shift, p.window, ha, hr.mant, hr.shift,
-                     hw_tau_ln2_q8(hw_rank_tau(p)), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit],
-                    dtype=np.int64)
+                     hw_tau_ln2_q8(hw_rank_tau(p)), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit,
+                     prefetch_trigger], dtype=np.int64)
 
 
 def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | None = None,
-           record_victims: bool = False, **overrides) -> ReplayResult:
+           record_victims: bool = False, prefetch_trigger: int = PF.TRIGGER_READ,
+           **overrides) -> ReplayResult:
     """Replay ``trace`` through ``policy`` with ``entries`` resident entries per queue.
+
+    ``prefetch_trigger`` (prefetching policies with ``window`` > 0): which reads start a
+    prefetch, ``models.prefetch.TRIGGER_READ`` (every read, the default) or
+    ``TRIGGER_MISS`` (demand misses only, the engine's reset configuration).
 
     ``record_victims``: also return, per event, the position the demand insert of
     that event evicted (-1: none, -2: no evictable entry, the miss bypassed the
@@ -1084,6 +1096,9 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or entries < 1:
         raise CxlkvError(f"entries must be a positive integer, got {entries!r}")
     entries = int(entries)
+    if prefetch_trigger not in (PF.TRIGGER_MISS, PF.TRIGGER_READ):
+        raise CxlkvError(f"prefetch_trigger must be {PF.TRIGGER_MISS} (misses) or {PF.TRIGGER_READ} (every read), "
+                         f"got {prefetch_trigger!r}")
     if entries > MAX_POSITION + 1:
         raise CxlkvError(f"entries must be at most {MAX_POSITION + 1}, got {entries}")
     n = len(trace)
@@ -1109,6 +1124,7 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
         _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
                      trace.step, trace.pos, trace.op, trace.score,
                      np.int64(maxpos + 1 + params.window), np.int64(_POLICY_ID[policy]), np.int64(entries),
-                     _iparams(params), *hw_tables(params), record_victims, victims, qcounts, qscores)
+                     _iparams(params, prefetch_trigger), *hw_tables(params), record_victims, victims, qcounts,
+                     qscores)
     return ReplayResult(policy, entries, params, trace.n_layers, trace.n_kv_heads, n, qcounts, qscores,
                         victims if record_victims else None)

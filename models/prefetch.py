@@ -137,7 +137,8 @@ class PrefetchEngine:
     newest: list = field(default=None)
     slots: list = field(default_factory=list)
     rr: int = 0
-    s1: tuple | None = None      #: (queue, pos) looked up last cycle, answer arriving now
+    s1: tuple | None = None      #: (queue, pos) looked up, waiting to move to S2
+    s1_fresh: bool = False       #: S1 was looked up last cycle: its answer arrives now
     s2: tuple | None = None      #: (queue, pos) to fetch, waiting for a token, a tag or the mover
     inflight: list = field(default=None)
     clear_idx: int = 0           #: the table sweep after reset: acc held off until n_queues
@@ -167,7 +168,7 @@ class PrefetchEngine:
         c["fire"] = fire
         # the candidate looked up last cycle: resident or already on its way?
         s1_dup_res = s1_dup_inf = False
-        if self.s1 is not None:
+        if self.s1 is not None and self.s1_fresh:
             s1_dup_res = bool(i.resident)
             s1_dup_inf = (not s1_dup_res) and (self.s1 in self.inflight or self.s1 == self.s2)
         c["s1_dup_res"], c["s1_dup_inf"] = s1_dup_res, s1_dup_inf
@@ -240,6 +241,7 @@ class PrefetchEngine:
         if c["serve"]:
             sl = self.slots[self.rr]
             self.s1 = (sl.queue, sl.cur)
+            self.s1_fresh = True
             self._count("lookups")
             nxt = next_candidate(sl.cur, sl.pos)
             if nxt > sl.hi:
@@ -247,6 +249,8 @@ class PrefetchEngine:
             else:
                 sl.cur = nxt
                 rr_next = self.rr + 1
+        elif self.s1 is not None and not (c["s1_dup_res"] or c["s1_dup_inf"] or c["s1_moves"]):
+            self.s1_fresh = False        # held: S2 is busy; checked once already
         else:
             self.s1 = None
         if finished:

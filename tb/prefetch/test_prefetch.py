@@ -313,6 +313,8 @@ async def test_random_backpressure(dut):
     for name in ("requests", "drops", "lookups", "skip_resident", "skip_inflight", "prefetches", "inserts",
                  "stall_cycles"):
         assert c[name] > 0, f"stimulus never exercised '{name}'"
+    # drained, so every lookup had exactly one outcome (nothing lost in the pipeline)
+    assert c["lookups"] == c["skip_resident"] + c["skip_inflight"] + c["prefetches"]
 
 
 @cocotb.test()
