@@ -414,7 +414,11 @@ class Tracker(wiring.Component):
                 with m.Else():
                     with m.If(kn > qs.kc):
                         m.d.sync += qs.kc.eq(kn)
-                    m.next = "LINK_RD"
+                    link_read(pos_ptr)        # the own link word: issued here, or retried in LINK_RD
+                    with m.If(self.link_req.ready):
+                        m.next = "LINK_WAIT"
+                    with m.Else():
+                        m.next = "LINK_RD"
             with m.State("SPLICE_RD"):
                 bw = data.View(blay, b_rd.data)
                 m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail), qs.bitmap.bit_select(bk, 1).eq(0)]
@@ -486,23 +490,19 @@ class Tracker(wiring.Component):
                     with m.Else():
                         m.d.sync += bh.eq(lk.next)
                     m.next = "UNLINK_B"
-            with m.State("UNLINK_B"):
+            with m.State("UNLINK_B"):          # successor's prev, and the list's (head, tail)
                 with m.If(lk.next[g.pb]):
                     link_write(lk.next, WM_PREV, prev=lk.prev)
-                    with m.If(self.link_req.ready):
-                        m.next = "UNLINK_BWR"
-                with m.Else():
+                with m.If(~lk.next[g.pb] | self.link_req.ready):
                     with m.If(lk_expired):
-                        m.d.sync += qs.etail.eq(lk.prev)
+                        with m.If(~lk.next[g.pb]):
+                            m.d.sync += qs.etail.eq(lk.prev)
                     with m.Else():
-                        m.d.sync += bt.eq(lk.prev)
-                    m.next = "UNLINK_BWR"
-            with m.State("UNLINK_BWR"):
-                with m.If(~lk_expired):
-                    m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)), b_wr.data.eq(Cat(bh, bt))]
-                    with m.If(~bh[g.pb]):
-                        m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
-                m.next = "INSERT"
+                        m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)),
+                                     b_wr.data.eq(Cat(bh, Mux(lk.next[g.pb], bt, lk.prev)))]
+                        with m.If(~bh[g.pb]):
+                            m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
+                    m.next = "INSERT"
 
             # evict: pop the head of the expired list or of bucket bk
             with m.State("VIC_BUCKET"):
@@ -521,23 +521,19 @@ class Tracker(wiring.Component):
                 with m.If(self.link_resp.valid):
                     m.d.sync += nxt_v.eq(lresp.next)
                     m.next = "VIC_POP"
-            with m.State("VIC_POP"):
-                with m.If(from_expired):
-                    m.d.sync += qs.ehead.eq(nxt_v)
-                    with m.If(~nxt_v[g.pb]):
-                        m.d.sync += qs.etail.eq(NULL)
-                with m.Else():
-                    new_tail = Mux(nxt_v[g.pb], bt, NULL)
-                    m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)), b_wr.data.eq(Cat(nxt_v, new_tail))]
-                    with m.If(~nxt_v[g.pb]):
-                        m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
-                m.next = "VIC_FIX"
-            with m.State("VIC_FIX"):
+            with m.State("VIC_POP"):            # the successor becomes the list's head
                 with m.If(nxt_v[g.pb]):
                     link_write(nxt_v, WM_PREV, prev=NULL)
-                    with m.If(self.link_req.ready):
-                        m.next = "VIC_CLR"
-                with m.Else():
+                with m.If(~nxt_v[g.pb] | self.link_req.ready):
+                    with m.If(from_expired):
+                        m.d.sync += qs.ehead.eq(nxt_v)
+                        with m.If(~nxt_v[g.pb]):
+                            m.d.sync += qs.etail.eq(NULL)
+                    with m.Else():
+                        new_tail = Mux(nxt_v[g.pb], bt, NULL)
+                        m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)), b_wr.data.eq(Cat(nxt_v, new_tail))]
+                        with m.If(~nxt_v[g.pb]):
+                            m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
                     m.next = "VIC_CLR"
             with m.State("VIC_CLR"):
                 link_write(victim, WM_RES, res=0)
@@ -577,18 +573,14 @@ class Tracker(wiring.Component):
                         link_write(bh, WM_PREV, prev=pos_ptr)
                     with m.Else():
                         link_write(bt, WM_NEXT, nxt=pos_ptr)
-                    with m.If(self.link_req.ready):
-                        m.next = "INS_BWR"
-                with m.Else():
-                    m.next = "INS_BWR"
-            with m.State("INS_BWR"):
-                with m.If(qs.dense):
-                    m.d.comb += b_wr.data.eq(Cat(pos_ptr, Mux(bh[g.pb], bt, pos_ptr)))
-                with m.Else():
-                    m.d.comb += b_wr.data.eq(Cat(Mux(bt[g.pb], bh, pos_ptr), pos_ptr))
-                m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q))]
-                m.d.sync += qs.bitmap.bit_select(bk, 1).eq(1)
-                m.next = "EMIT"
+                with m.If(~neighbour[g.pb] | self.link_req.ready):
+                    with m.If(qs.dense):
+                        m.d.comb += b_wr.data.eq(Cat(pos_ptr, Mux(bh[g.pb], bt, pos_ptr)))
+                    with m.Else():
+                        m.d.comb += b_wr.data.eq(Cat(Mux(bt[g.pb], bh, pos_ptr), pos_ptr))
+                    m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q))]
+                    m.d.sync += qs.bitmap.bit_select(bk, 1).eq(1)
+                    m.next = "EMIT"
 
             with m.State("EMIT"):
                 m.d.comb += self.decision.valid.eq(meta_done)
