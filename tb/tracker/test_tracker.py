@@ -8,6 +8,9 @@ tests also compare the decisions with policy.replay(..., "hw", record_victims=Tr
 Environment: CXLKV_EVENTS (random events per random test, default 3000), CXLKV_SEED,
 CXLKV_THROUGHPUT_EVENTS (default 2000).
 """
+import os
+from pathlib import Path
+
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
@@ -16,6 +19,7 @@ from cxlkv.hdl.tracker import COUNTERS, META_LAYOUT, WM_KEY, WM_NEXT, WM_PREV, W
 from cxlkv.models import policy as P
 from cxlkv.models import tracegen
 from cxlkv.models import tracker as T
+from cxlkv.models.trace import load_trace, save_trace
 from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int,
                              params, report_metric, test_rng)
 from cxlkv.tb.tracker.memory import StallingMemory
@@ -41,6 +45,8 @@ class TrackerEnv:
         self.cycles = 0
         self.first_accept = self.last_accept = None
         self.codes = []                    # DUT decisions as policy.replay victim codes
+        self.accept_cycles = []            # per event: cycle accepted, cycle decided
+        self.latency = {}                  # decision kind -> [sum of cycles, count]
         self.coverage = dict.fromkeys(("queue_full", "evict_from_expired", "evict_from_bucket", "no_victim",
                                        "pinned_hit", "same_entry_burst", "dense_event", "victim_answer",
                                        "victim_none", "victim_locked", "step_error", "bad_event"), 0)
@@ -135,6 +141,7 @@ class TrackerEnv:
                 if self.first_accept is None:
                     self.first_accept = self.cycles
                 self.last_accept = self.cycles
+                self.accept_cycles.append(self.cycles)
                 self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
                 self.vsb.expect(self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value))))
@@ -144,6 +151,11 @@ class TrackerEnv:
                 self.sb.actual((o["layer"], o["head"], o["position"], o["hit"], o["inserted"], o["victim_valid"],
                                 o["no_victim"], o["error"], o["victim"]))
                 self.codes.append(o["victim"] if o["victim_valid"] else (-2 if o["no_victim"] else -1))
+                kind = ("hit" if o["hit"] else "evict" if o["victim_valid"] else "free" if o["inserted"]
+                        else "other")
+                acc = self.latency.setdefault(kind, [0, 0])
+                acc[0] += self.cycles - self.accept_cycles[self.emitted]
+                acc[1] += 1
                 self.emitted += 1
             if self.va_port.valid.value and self.va_port.ready.value:
                 o = self.va_pack.unpack(int(self.va_port.payload.value))
@@ -183,6 +195,10 @@ def trace_events(trace):
 
 async def replay_trace(dut, family, budget, overrides, *, stalls=True, seed=1):
     trace = tracegen.synth(family, n_layers=2, n_kv_heads=2, prefill=32, steps=64, seed=seed)
+    # through a trace file, as a recorded trace would come
+    path = Path(os.getcwd()) / f"{family}-{seed}.npz"
+    save_trace(path, trace)
+    trace = load_trace(path)
     prm = P.make_params("hw", **overrides)
     assert P.hw_bucket_count(prm) <= params()["n_buckets"], "configuration needs a larger ring"
     ref = P.replay(trace, "hw", budget, params=prm, record_victims=True)
@@ -354,6 +370,10 @@ async def test_throughput(dut):
     span = env.last_accept - env.first_accept + 1
     rate = len(events) / span
     dut._log.info("throughput: %d events in %d cycles = %.4f events/cycle", len(events), span, rate)
-    report_metric("tracker.events_per_cycle", round(rate, 6), "events/cycle",
-                  {"events": len(events), "trace": "mixed 2x2, prefill 32, steps 64", "budget": 4,
-                   "output_ready": "always", "memory": "no stalls, next-cycle response"})
+    config = {"events": len(events), "trace": "mixed 2x2, prefill 32, steps 64", "budget": 4,
+              "output_ready": "always", "memory": "no stalls, next-cycle response"}
+    report_metric("tracker.events_per_cycle", round(rate, 6), "events/cycle", config)
+    for kind, (total, count) in sorted(env.latency.items()):
+        dut._log.info("latency %s: %.2f cycles (accept to decision) over %d events", kind, total / count, count)
+        report_metric(f"tracker.latency_cycles.{kind}", round(total / count, 3), "cycles",
+                      dict(config, events_of_kind=count))
