@@ -57,10 +57,12 @@ class Controller(wiring.Component):
         word = Signal(range(COLDLIST.size // 4))
         m.d.comb += [
             word.eq((ext.addr - COLDLIST.offset) >> 2),
-            fmt_rd.addr.eq(sel), fmt_wr.addr.eq(sel), fmt_wr.data.eq(ext.wdata[:2]),
-            fmt_wr.en.eq(ext.we & is_fmt & sel_ok & ext.wstrb[0]),
+            fmt_rd.addr.eq(sel),
             cold_rd.addr.eq(word >> 1),
         ]
+        # the table write is registered (timing); the next bus access is cycles away
+        m.d.sync += [fmt_wr.addr.eq(sel), fmt_wr.data.eq(ext.wdata[:2]),
+                     fmt_wr.en.eq(ext.we & is_fmt & sel_ok & ext.wstrb[0])]
         rdata = Signal(32)
         err = Signal()
         with m.If(ext.re | ext.we):

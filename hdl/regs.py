@@ -18,8 +18,9 @@ Ports, per field of the table (``<register>_<field>``, lower case):
   ``rdata``/``err`` on the following cycle.
 * ``irq``: ``(IRQ_STATUS & IRQ_ENABLE) != 0``.
 
-One transaction at a time: a write needs AW and W together; B or R follows
-after 2 cycles (3 for external targets).
+One transaction at a time: a write needs AW and W together; B follows 3
+cycles after the handshake (the range check has a cycle of its own), R after 2
+(one more for external targets).
 """
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -137,6 +138,12 @@ class RegisterBlock(wiring.Component):
         wdata = Signal(32)
         wstrb = Signal(4)
         resp = Signal(2)
+        ranged = [r for r in regmap.REGISTERS if not r.external and r.words == 1 and any(
+            f.sw_writable and _field_kind(r, f) == "config" and (
+                (f.range_min or 0) > 0 or (f.range_max is not None and f.range_max < (1 << f.width) - 1))
+            for f in r.fields)]
+        # per ranged register: the write in flight would put a field out of range (CHECK state)
+        refuse = {r.name: Signal(name=f"refuse_{r.name.lower()}") for r in ranged}
         rdata = Signal(32)
         hi_latch = {reg.name: Signal(32, name=f"hi_{reg.name.lower()}")
                     for reg in regmap.REGISTERS if reg.words == 2}
@@ -174,11 +181,14 @@ class RegisterBlock(wiring.Component):
                     m.d.comb += [bus.awready.eq(1), bus.wready.eq(1)]
                     # byte lanes come from WSTRB: the low address bits are ignored (AXI4-Lite)
                     m.d.sync += [addr.eq(bus.awaddr & ~3), wdata.eq(bus.wdata), wstrb.eq(bus.wstrb)]
-                    m.next = "WRITE"
+                    m.next = "CHECK"
                 with m.Elif(bus.arvalid):
                     m.d.comb += bus.arready.eq(1)
                     m.d.sync += addr.eq(bus.araddr & ~3)
                     m.next = "READ"
+
+            with m.State("CHECK"):                   # the range flags settle (below)
+                m.next = "WRITE"
 
             with m.State("WRITE"):
                 m.d.sync += resp.eq(SLVERR)               # unless a case below accepts it
@@ -192,7 +202,13 @@ class RegisterBlock(wiring.Component):
                             if reg.external or not reg.sw_writable or reg.words != 1:
                                 continue
                             with m.Case(reg.offset):
-                                self._write_register(m, reg, store, pulses, wdata, bmask, resp, reject)
+                                if reg.name in refuse:
+                                    with m.If(refuse[reg.name]):
+                                        reject()
+                                    with m.Else():
+                                        self._write_register(m, reg, store, pulses, wdata, bmask, resp)
+                                else:
+                                    self._write_register(m, reg, store, pulses, wdata, bmask, resp)
 
             with m.State("WRITE_EXT"):
                 m.d.sync += resp.eq(Mux(self.ext.err, SLVERR, OKAY))
@@ -233,6 +249,13 @@ class RegisterBlock(wiring.Component):
                 with m.If(bus.rready):
                     m.next = "IDLE"
 
+        # Every register's range check on the latched write, registered every cycle (no
+        # enable: off the FSM's decode). wdata is latched in IDLE and the stored fields do not
+        # change in CHECK, so in WRITE the flags describe the write in flight; WRITE only
+        # selects the addressed one. Compare chains, decode and update then take two cycles.
+        for reg in ranged:
+            m.d.sync += refuse[reg.name].eq(self._out_of_range(m, reg, store, wdata, bmask))
+
         # hardware events last: a set in the same cycle as a software clear wins
         for reg in regmap.REGISTERS:
             for f in reg.fields:
@@ -242,38 +265,44 @@ class RegisterBlock(wiring.Component):
         return m
 
     @staticmethod
-    def _write_register(m, reg, store, pulses, wdata, bmask, resp, reject):
-        """Apply a software write to ``reg`` (all or nothing), or refuse it."""
-        checks = []
-        updates = []
+    def _merged(m, reg, f, store, wdata, bmask):
+        """The value a write would give a plain read/write field (WSTRB-merged)."""
+        sl = slice(f.lsb, f.lsb + f.width)
+        cur = store[(reg.name, f.name)]
+        new = Signal(f.width, name=f"new_{reg.name.lower()}_{f.name}")
+        m.d.comb += new.eq((cur & ~bmask[sl]) | (wdata & bmask)[sl])
+        return new
+
+    @classmethod
+    def _out_of_range(cls, m, reg, store, wdata, bmask):
+        """1 if the write would put any field of ``reg`` outside its [range_min, range_max]."""
+        bad = Const(0, 1)
+        for f in reg.fields:
+            if not f.sw_writable or _field_kind(reg, f) != "config":
+                continue
+            new = cls._merged(m, reg, f, store, wdata, bmask)
+            if f.range_min is not None and f.range_min > 0:
+                bad = bad | (new < f.range_min)
+            if f.range_max is not None and f.range_max < (1 << f.width) - 1:
+                bad = bad | (new > f.range_max)
+        return bad
+
+    @classmethod
+    def _write_register(cls, m, reg, store, pulses, wdata, bmask, resp):
+        """Apply a software write to ``reg`` (the range check has passed)."""
         for f in reg.fields:
             if not f.sw_writable:
                 continue
             kind = _field_kind(reg, f)
-            sl = slice(f.lsb, f.lsb + f.width)
-            written = (wdata & bmask)[sl]
+            written = (wdata & bmask)[f.lsb:f.lsb + f.width]
             if kind in ("woclr", "sticky") or (kind == "internal" and f.woclr):
                 cur = store[(reg.name, f.name)]
-                updates.append(cur.eq(cur & ~written))
+                m.d.sync += cur.eq(cur & ~written)
             elif kind == "pulse":
-                updates.append(pulses[(reg.name, f.name)].eq(written.any()))
+                m.d.sync += pulses[(reg.name, f.name)].eq(written.any())
             else:
-                cur = store[(reg.name, f.name)]
-                new = Signal(f.width, name=f"new_{reg.name.lower()}_{f.name}")
-                m.d.comb += new.eq((cur & ~bmask[sl]) | written)
-                if f.range_min is not None and f.range_min > 0:
-                    checks.append(new < f.range_min)
-                if f.range_max is not None and f.range_max < (1 << f.width) - 1:
-                    checks.append(new > f.range_max)
-                updates.append(cur.eq(new))
-        bad = Const(0, 1)
-        for c in checks:
-            bad = bad | c
-        with m.If(bad):
-            reject()
-        with m.Else():
-            m.d.sync += updates
-            m.d.sync += resp.eq(OKAY)
+                m.d.sync += store[(reg.name, f.name)].eq(cls._merged(m, reg, f, store, wdata, bmask))
+        m.d.sync += resp.eq(OKAY)
 
 
 def verilog_tops():

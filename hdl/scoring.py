@@ -6,15 +6,19 @@ Documentation: ``docs/scoring.md``.
 Per event in: {id, ema, sample, update, last_step, cur_step}; per event out:
 {id, ema (updated if ``update``), priority}. α and τ are configuration inputs,
 sampled when an event is accepted, so a configuration change never alters an
-event already in flight. A τ change starts a bit-serial divider (45 cycles)
-that derives the decay constants; the input stalls meanwhile.
+event already in flight. Any change of α or τ stalls the input for a cycle
+(the configuration is registered); a τ change also starts a bit-serial divider
+(41 + up to 21 cycles) that derives the decay constants, and the input stalls meanwhile.
 
-Pipeline (6 stages, one event per clock, full backpressure): a stage moves
-only when the output register is empty or being read (``advance``).
+Pipeline (10 stages, one event per clock, full backpressure): a stage moves
+only when the output register is empty or being read (``advance``). One
+multiply, shift or add/compare per stage, for 125 MHz-class FPGA timing.
 
-  S1 input register          S2 diff = sample - ema, age = sat(cur - last)
-  S3 diff*α, age*mant        S4 new EMA, y = age*mant >> shift, ROM address
-  S5 e = ROM[yf] >> yi, r    S6 priority = (1 - ema) * r, rounded, clamped
+  S1 input register             S2 diff = sample - ema, age = sat(cur - last)
+  S3 diff*α, age*mant (2 halves) S4 new EMA, age*mant summed
+  S5 y = age*mant >> shift       S6 ROM address (y's fraction), integer part
+  S7 ROM word registered         S8 r = 1 - (ROM >> yi), 1 - ema
+  S9 (1 - ema) * r               S10 round, clamp: the output register
 """
 from amaranth import Cat, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, stream, wiring
@@ -26,6 +30,7 @@ from cxlkv.models import scoring as M
 TAU_IN_BITS = M.TAU_BITS
 TAU_EFF_BITS = M.TAU_MAX.bit_length()          # 21: 1 .. 2^20
 SHIFT_BITS = 5                                 # 48 - n, n in 21..41 -> 7..27
+PIPELINE_STAGES = 10                           # latency from the accepting edge to o.valid
 
 
 def input_layout(id_width):
@@ -50,8 +55,8 @@ def output_layout(id_width):
 class DecayRateDivider(wiring.Component):
     """Derives the decay constants of τ: ``rate = floor(LOG2E_Q40 / tau)``, normalised.
 
-    Restoring division, one quotient bit per cycle (RATE_BITS cycles), then one
-    cycle to normalise: ``mant`` = the top MANT_BITS bits of ``rate``, ``shift`` =
+    Restoring division, one quotient bit per cycle (RATE_BITS cycles), then up to
+    21 cycles to normalise (one left shift per cycle): ``mant`` = the top MANT_BITS bits of ``rate``, ``shift`` =
     48 - bit_length(rate). ``start`` is honoured when not ``busy``.
     """
     tau: In(TAU_EFF_BITS)
@@ -67,12 +72,13 @@ class DecayRateDivider(wiring.Component):
         rem = Signal(TAU_EFF_BITS + 1)
         quot = Signal(n)
         count = Signal(range(n + 1))
+        lz = Signal(range(n + 1))                  # leading zeros shifted out while normalising
         dividend = Signal(n)                       # shifts left; its top bit enters rem
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [divisor.eq(self.tau), rem.eq(0), quot.eq(0), count.eq(n),
+                    m.d.sync += [divisor.eq(self.tau), rem.eq(0), quot.eq(0), count.eq(n), lz.eq(0),
                                  dividend.eq(M.LOG2E_Q40)]
                     m.next = "DIVIDE"
             with m.State("DIVIDE"):
@@ -87,19 +93,17 @@ class DecayRateDivider(wiring.Component):
                 with m.If(count == 1):
                     m.next = "NORMALISE"
             with m.State("NORMALISE"):
+                # shift the quotient left until its top bit is set (at most 20 cycles for
+                # tau <= 2^20): no wide priority encoder or barrel shifter in the fast path
                 m.d.comb += self.busy.eq(1)
-                # bit length of the quotient; it is at least 21 for tau <= 2^20
-                nbits = Signal(range(n + 1))
-                for i in range(n):
-                    with m.If(quot[i]):
-                        m.d.comb += nbits.eq(i + 1)
-                drop = Signal(range(n))                # nbits - MANT_BITS, never negative here
-                m.d.comb += drop.eq(nbits - M.MANT_BITS)
-                m.d.sync += [
-                    self.mant.eq(quot >> drop),
-                    self.shift.eq(M.MANT_BITS + 40 - M.Y_FRAC_BITS - nbits),
-                ]
-                m.next = "IDLE"
+                with m.If(quot[-1]):
+                    m.d.sync += [
+                        self.mant.eq(quot[n - M.MANT_BITS:]),
+                        self.shift.eq(M.MANT_BITS + 40 - M.Y_FRAC_BITS - n + lz),
+                    ]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [quot.eq(quot << 1), lz.eq(lz + 1)]
         return m
 
 
@@ -136,16 +140,23 @@ class ScoringPipeline(wiring.Component):
         m = Module()
         idw = self.id_width
         ONE = M.SCORE_ONE
+        N = PIPELINE_STAGES
 
-        # -- configuration: sanitize, and re-derive decay constants when tau changes
+        # -- configuration, registered and sanitized. The event input stalls for the cycle in
+        # which the registered copy differs from the inputs, so an accepted event always sees
+        # the alpha/tau on the inputs at its accepting edge (what the model assumes).
+        alpha_in = Signal(M.ALPHA_BITS)
+        tau_in = Signal(TAU_IN_BITS)
         alpha_eff = Signal(M.ALPHA_BITS)
         tau_eff = Signal(TAU_EFF_BITS)
-        m.d.comb += [
+        cfg_changed = Signal()
+        m.d.sync += [
+            alpha_in.eq(self.alpha), tau_in.eq(self.tau),
             alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha)),
-            tau_eff.eq(Mux(self.tau < M.TAU_MIN, M.TAU_MIN,
-                           Mux(self.tau > M.TAU_MAX, M.TAU_MAX, self.tau))),
+            tau_eff.eq(Mux(self.tau < M.TAU_MIN, M.TAU_MIN, Mux(self.tau > M.TAU_MAX, M.TAU_MAX, self.tau))),
+            self.cfg_error.eq((self.alpha == 0) | (self.tau < M.TAU_MIN) | (self.tau > M.TAU_MAX)),
         ]
-        m.d.sync += self.cfg_error.eq((self.alpha == 0) | (self.tau < M.TAU_MIN) | (self.tau > M.TAU_MAX))
+        m.d.comb += cfg_changed.eq((alpha_in != self.alpha) | (tau_in != self.tau))
 
         m.submodules.divider = div = DecayRateDivider()
         tau_loaded = Signal(TAU_EFF_BITS)          # 0 at reset: never a valid tau
@@ -154,8 +165,8 @@ class ScoringPipeline(wiring.Component):
         m.d.comb += [
             stale.eq(tau_eff != tau_loaded),
             div.tau.eq(tau_eff),
-            div.start.eq(stale & ~div.busy),
-            self.busy.eq(stale | div.busy),
+            div.start.eq(stale & ~div.busy & ~cfg_changed),
+            self.busy.eq(stale | div.busy | cfg_changed),
         ]
         with m.If(div.start):
             m.d.sync += tau_pending.eq(tau_eff)
@@ -164,102 +175,103 @@ class ScoringPipeline(wiring.Component):
         with m.If(was_busy & ~div.busy):
             m.d.sync += tau_loaded.eq(tau_pending)
 
-        # -- pipeline control
-        valid = Signal(6)                          # valid[k] = stage k+1 holds an event
+        # -- pipeline control: every stage moves when the output register is empty or read
+        valid = Signal(N)                          # valid[k] = stage k+1 holds an event
         advance = Signal()
         m.d.comb += [
-            advance.eq(~valid[5] | self.o.ready),
+            advance.eq(~valid[N - 1] | self.o.ready),
             self.i.ready.eq(advance & ~self.busy),
-            self.o.valid.eq(valid[5]),
+            self.o.valid.eq(valid[N - 1]),
         ]
         with m.If(advance):
-            m.d.sync += valid.eq(Cat(self.i.valid & self.i.ready, valid[:5]))
+            m.d.sync += valid.eq(Cat(self.i.valid & self.i.ready, valid[:N - 1]))
 
-        # -- S1: input register (configuration sampled with the event)
-        s1 = Signal(input_layout(idw))
-        s1_alpha = Signal(M.ALPHA_BITS)
-        s1_mant = Signal(M.MANT_BITS)
-        s1_shift = Signal(SHIFT_BITS)
-        with m.If(advance):
-            m.d.sync += [s1.eq(self.i.payload), s1_alpha.eq(alpha_eff),
-                         s1_mant.eq(div.mant), s1_shift.eq(div.shift)]
+        def stage(name, shape):
+            return Signal(shape, name=name)
 
-        # -- S2: difference and age
-        s2_id = Signal(idw)
-        s2_ema = Signal(M.SCORE_BITS)
-        s2_diff = Signal(signed(M.SCORE_BITS + 1))
-        s2_update = Signal()
-        s2_alpha = Signal(M.ALPHA_BITS)
-        s2_age = Signal(M.AGE_BITS)
-        s2_mant = Signal(M.MANT_BITS)
-        s2_shift = Signal(SHIFT_BITS)
+        def on_advance(*stmts):
+            with m.If(advance):
+                m.d.sync += list(stmts)
+
+        # S1: input register, with the configuration the event was accepted under
+        s1 = stage("s1", input_layout(idw))
+        s1_alpha = stage("s1_alpha", M.ALPHA_BITS)
+        s1_mant = stage("s1_mant", M.MANT_BITS)
+        s1_shift = stage("s1_shift", SHIFT_BITS)
+        on_advance(s1.eq(self.i.payload), s1_alpha.eq(alpha_eff), s1_mant.eq(div.mant), s1_shift.eq(div.shift))
+
+        # S2: difference and saturated age
         age_raw = Signal(M.STEP_BITS)
         m.d.comb += age_raw.eq(s1.cur_step - s1.last_step)
-        with m.If(advance):
-            m.d.sync += [
-                s2_id.eq(s1.id), s2_ema.eq(s1.ema), s2_update.eq(s1.update),
-                s2_diff.eq(s1.sample - s1.ema),
-                s2_age.eq(Mux(age_raw > M.AGE_MAX, M.AGE_MAX, age_raw)),
-                s2_alpha.eq(s1_alpha), s2_mant.eq(s1_mant), s2_shift.eq(s1_shift),
-            ]
+        s2_id, s2_ema = stage("s2_id", idw), stage("s2_ema", M.SCORE_BITS)
+        s2_diff = stage("s2_diff", signed(M.SCORE_BITS + 1))
+        s2_update, s2_alpha = stage("s2_update", 1), stage("s2_alpha", M.ALPHA_BITS)
+        s2_age, s2_mant, s2_shift = stage("s2_age", M.AGE_BITS), stage("s2_mant", M.MANT_BITS), stage("s2_shift", SHIFT_BITS)
+        on_advance(s2_id.eq(s1.id), s2_ema.eq(s1.ema), s2_update.eq(s1.update),
+                   s2_diff.eq(s1.sample - s1.ema), s2_age.eq(Mux(age_raw > M.AGE_MAX, M.AGE_MAX, age_raw)),
+                   s2_alpha.eq(s1_alpha), s2_mant.eq(s1_mant), s2_shift.eq(s1_shift))
 
-        # -- S3: the two products
-        s3_id = Signal(idw)
-        s3_ema = Signal(M.SCORE_BITS)
-        s3_prod = Signal(signed(M.SCORE_BITS + 1 + M.ALPHA_BITS + 1))
-        s3_update = Signal()
-        s3_am = Signal(M.AGE_BITS + M.MANT_BITS)
-        s3_shift = Signal(SHIFT_BITS)
-        with m.If(advance):
-            m.d.sync += [
-                s3_id.eq(s2_id), s3_ema.eq(s2_ema), s3_update.eq(s2_update),
-                s3_prod.eq(s2_diff * s2_alpha), s3_am.eq(s2_age * s2_mant), s3_shift.eq(s2_shift),
-            ]
+        # S3: products; age x mant as two 12 x 18 halves (one multiplier block each)
+        half = M.AGE_BITS // 2
+        s3_id, s3_ema, s3_update = stage("s3_id", idw), stage("s3_ema", M.SCORE_BITS), stage("s3_update", 1)
+        s3_prod = stage("s3_prod", signed(M.SCORE_BITS + 1 + M.ALPHA_BITS + 1))
+        s3_am_lo = stage("s3_am_lo", half + M.MANT_BITS)
+        s3_am_hi = stage("s3_am_hi", half + M.MANT_BITS)
+        s3_shift = stage("s3_shift", SHIFT_BITS)
+        on_advance(s3_id.eq(s2_id), s3_ema.eq(s2_ema), s3_update.eq(s2_update),
+                   s3_prod.eq(s2_diff * s2_alpha),
+                   s3_am_lo.eq(s2_age[:half] * s2_mant), s3_am_hi.eq(s2_age[half:] * s2_mant),
+                   s3_shift.eq(s2_shift))
 
-        # -- S4: new EMA; y = age*mant >> shift; ROM address
-        s4_id = Signal(idw)
-        s4_ema = Signal(M.SCORE_BITS)
-        s4_yi_big = Signal()                       # integer part of y >= 17: e = 0
-        s4_yi = Signal(range(M.EXP_SHIFT_LIMIT))
-        y = Signal(M.AGE_BITS + M.MANT_BITS)
-        yi = Signal(M.AGE_BITS + M.MANT_BITS - M.Y_FRAC_BITS)
+        # S4: new EMA; age x mant summed
         step = Signal(signed(s3_prod.shape().width))
-        m.d.comb += [
-            y.eq(s3_am >> s3_shift),
-            yi.eq(y[M.Y_FRAC_BITS:]),
-            step.eq((s3_prod + 0x8000) >> 16),
-        ]
+        m.d.comb += step.eq((s3_prod + 0x8000) >> 16)
+        s4_id, s4_ema = stage("s4_id", idw), stage("s4_ema", M.SCORE_BITS)
+        s4_am = stage("s4_am", M.AGE_BITS + M.MANT_BITS)
+        s4_shift = stage("s4_shift", SHIFT_BITS)
+        on_advance(s4_id.eq(s3_id), s4_ema.eq(Mux(s3_update, (s3_ema + step)[:M.SCORE_BITS], s3_ema)),
+                   s4_am.eq(s3_am_lo + (s3_am_hi << half)), s4_shift.eq(s3_shift))
+
+        # S5: y = age*mant >> shift (UQ.10)
+        s5_id, s5_ema = stage("s5_id", idw), stage("s5_ema", M.SCORE_BITS)
+        s5_y = stage("s5_y", M.AGE_BITS + M.MANT_BITS)
+        on_advance(s5_id.eq(s4_id), s5_ema.eq(s4_ema), s5_y.eq(s4_am >> s4_shift))
+
+        # S6: ROM address from y's fraction; integer part kept for the shift
+        yi = Signal(M.AGE_BITS + M.MANT_BITS - M.Y_FRAC_BITS)
+        m.d.comb += yi.eq(s5_y[M.Y_FRAC_BITS:])
         m.submodules.exp_rom = rom = Memory(shape=M.SCORE_BITS + 1, depth=1 << M.EXP_INDEX_BITS,
                                             init=M.EXP2_NEG_Q16)
         rd = rom.read_port(domain="sync")
-        m.d.comb += [rd.addr.eq(y[:M.Y_FRAC_BITS]), rd.en.eq(advance)]
-        with m.If(advance):
-            m.d.sync += [
-                s4_id.eq(s3_id),
-                s4_ema.eq(Mux(s3_update, (s3_ema + step)[:M.SCORE_BITS], s3_ema)),
-                s4_yi_big.eq(yi >= M.EXP_SHIFT_LIMIT),
-                s4_yi.eq(yi[:Shape.cast(range(M.EXP_SHIFT_LIMIT)).width]),
-            ]
+        m.d.comb += [rd.addr.eq(s5_y[:M.Y_FRAC_BITS]), rd.en.eq(advance)]
+        yi_width = Shape.cast(range(M.EXP_SHIFT_LIMIT)).width
+        s6_id, s6_ema = stage("s6_id", idw), stage("s6_ema", M.SCORE_BITS)
+        s6_yi_big, s6_yi = stage("s6_yi_big", 1), stage("s6_yi", yi_width)
+        on_advance(s6_id.eq(s5_id), s6_ema.eq(s5_ema), s6_yi_big.eq(yi >= M.EXP_SHIFT_LIMIT),
+                   s6_yi.eq(yi[:yi_width]))
 
-        # -- S5: e = 2^-y in UQ1.16; r = 1 - e
-        s5_id = Signal(idw)
-        s5_ema = Signal(M.SCORE_BITS)
-        s5_r = Signal(M.SCORE_BITS + 1)
-        with m.If(advance):
-            m.d.sync += [
-                s5_id.eq(s4_id), s5_ema.eq(s4_ema),
-                s5_r.eq(ONE - Mux(s4_yi_big, 0, rd.data >> s4_yi)),
-            ]
+        # S7: the ROM's word for this event, registered (block-RAM output register)
+        s7_id, s7_ema = stage("s7_id", idw), stage("s7_ema", M.SCORE_BITS)
+        s7_e = stage("s7_e", M.SCORE_BITS + 1)
+        s7_yi_big, s7_yi = stage("s7_yi_big", 1), stage("s7_yi", yi_width)
+        on_advance(s7_id.eq(s6_id), s7_ema.eq(s6_ema), s7_e.eq(rd.data), s7_yi_big.eq(s6_yi_big), s7_yi.eq(s6_yi))
 
-        # -- S6: priority = (1 - ema) * r, rounded to nearest, clamped to UQ0.16
+        # S8: r = 1 - 2^-y in UQ1.16, and 1 - ema, so S9 is the multiply alone
+        s8_id, s8_ema, s8_r = stage("s8_id", idw), stage("s8_ema", M.SCORE_BITS), stage("s8_r", M.SCORE_BITS + 1)
+        s8_one_minus = stage("s8_one_minus", M.SCORE_BITS + 1)
+        on_advance(s8_id.eq(s7_id), s8_ema.eq(s7_ema), s8_r.eq(ONE - Mux(s7_yi_big, 0, s7_e >> s7_yi)),
+                   s8_one_minus.eq(ONE - s7_ema))
+
+        # S9: (1 - ema) x r, one 17 x 17 multiply
+        s9_id, s9_ema = stage("s9_id", idw), stage("s9_ema", M.SCORE_BITS)
+        s9_prod = stage("s9_prod", 2 * (M.SCORE_BITS + 1))
+        on_advance(s9_id.eq(s8_id), s9_ema.eq(s8_ema), s9_prod.eq(s8_one_minus * s8_r))
+
+        # S10: round to nearest, clamp to UQ0.16; the output register
         prio = Signal(2 * (M.SCORE_BITS + 1))
-        m.d.comb += prio.eq(((ONE - s5_ema) * s5_r + 0x8000) >> 16)
-        with m.If(advance):
-            m.d.sync += [
-                self.o.payload.id.eq(s5_id),
-                self.o.payload.ema.eq(s5_ema),
-                self.o.payload.priority.eq(Mux(prio > M.SCORE_MAX, M.SCORE_MAX, prio)),
-            ]
+        m.d.comb += prio.eq((s9_prod + 0x8000) >> 16)
+        on_advance(self.o.payload.id.eq(s9_id), self.o.payload.ema.eq(s9_ema),
+                   self.o.payload.priority.eq(Mux(prio > M.SCORE_MAX, M.SCORE_MAX, prio)))
         return m
 
 

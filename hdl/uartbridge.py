@@ -178,7 +178,16 @@ class UARTBridge(wiring.Component):
         index = Signal(range(9))                         # index of the next byte of the frame
         check = Signal(8)                                # XOR of the frame so far
         timer = Signal(range(max(self.timeout_cycles, self.bus_timeout_cycles) + 1))
-        byte = fifo.r_data
+        # the parser reads the FIFO through a one-byte register: the FIFO's read path and the
+        # parser's compare chains do not fit one fast cycle together
+        byte = Signal(8)
+        byte_valid = Signal()
+        consume = Signal()
+        m.d.comb += fifo.r_en.eq(~byte_valid | consume)
+        with m.If(fifo.r_en & fifo.r_rdy):
+            m.d.sync += [byte.eq(fifo.r_data), byte_valid.eq(1)]
+        with m.Elif(consume):
+            m.d.sync += byte_valid.eq(0)
         last = Mux(cmd == proto.CMD_WRITE, 8, 4)         # index of the check byte
         in_window = addr[self.addr_width:] == 0
 
@@ -204,14 +213,14 @@ class UARTBridge(wiring.Component):
 
         with m.FSM():
             with m.State("HUNT"):
-                m.d.comb += fifo.r_en.eq(1)
-                with m.If(fifo.r_rdy & (byte == proto.SYNC)):
+                m.d.comb += consume.eq(1)
+                with m.If(byte_valid & (byte == proto.SYNC)):
                     m.d.sync += [index.eq(1), check.eq(proto.SYNC), timer.eq(0)]
                     m.next = "RECEIVE"
 
             with m.State("RECEIVE"):
-                m.d.comb += fifo.r_en.eq(1)
-                with m.If(fifo.r_rdy):
+                m.d.comb += consume.eq(1)
+                with m.If(byte_valid):
                     m.d.sync += [index.eq(index + 1), check.eq(check ^ byte), timer.eq(0)]
                     with m.Switch(index):
                         with m.Case(1):

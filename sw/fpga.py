@@ -200,7 +200,7 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bitstream", help="bitstream of the board top (controller behind the UART bridge)")
     b.add_argument("--board", default="ulx3s-85f")
-    b.add_argument("--core-mhz", type=float, help="core clock from the PLL (default: the board's, 80 MHz today)")
+    b.add_argument("--core-mhz", type=float, help="core clock from the PLL (default: the board's, 125 MHz)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)
