@@ -409,3 +409,16 @@ async def test_throughput(dut):
                   {"events": env.accepted, "window": 4, "trigger": "read", "overflow": "drop-oldest",
                    "rate": "8/64 cycles", "depth": env.model.depth, "tags": env.model.tags})
     assert env.accepted == n
+    # the same stream in stall mode, W = 1 on misses, no rate limit: what stalling costs the input
+    env.accepted, env.first_accept = 0, None
+    env.latency = (8, 8)
+    await env.run(random_accesses(rng, n, min(8, 1 << env.qb), 32),
+                  M.PrefetchConfig(window=1, trigger_all=0, overflow_stall=1))
+    span = env.last_accept - env.first_accept + 1
+    await env.drain()
+    env.check()
+    stall_rate = env.accepted / span
+    dut._log.info("stall mode: %d accesses in %d cycles = %.4f/cycle", env.accepted, span, stall_rate)
+    report_metric("prefetch.events_per_cycle_stall", round(stall_rate, 6), "events/cycle",
+                  {"events": env.accepted, "window": 1, "trigger": "miss", "overflow": "stall", "rate": "unlimited",
+                   "mover_latency": 8, "depth": env.model.depth, "tags": env.model.tags})
