@@ -15,7 +15,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from cxlkv.hdl.tracker import COUNTERS, META_LAYOUT, WM_KEY, WM_NEXT, WM_PREV, WM_RES, Geometry
+from cxlkv.hdl.tracker import WM_KEY, WM_NEXT, WM_PREV, WM_RES, Geometry
 from cxlkv.models import policy as P
 from cxlkv.models import tracegen
 from cxlkv.models import tracker as T
@@ -176,6 +176,7 @@ class TrackerEnv:
             got = int(getattr(dut, name).value)
             assert got == mc[name], f"counter {name}: DUT {got}, model {mc[name]}"
         assert int(dut.cfg_error.value) == int(self.model.cfg_error)
+        assert int(dut.bad_events.value) == self.coverage["bad_event"]
 
     def check(self):
         self.sb.check()
