@@ -8,6 +8,10 @@ def _make_dut(queue_bits=3, pos_width=12, depth=4, tags=4):
 
 
 #: The configurations the regression runs (one Verilator build each): a small queue and tag pool
-#: so overflow, tag exhaustion and the rate limit all happen within a short random run.
+#: so overflow, tag exhaustion and the rate limit all happen within a short random run; and the
+#: 640-queue geometry with a deeper queue and a tag pool that is not a power of two (tag 3 of a
+#: 2-bit tag field is out of range: a completion of it must count as bad).
 BENCHES = [CocotbBench("prefetch", _make_dut, "cxlkv.tb.prefetch.test_prefetch",
-                       {"queue_bits": 3, "pos_width": 12, "depth": 4, "tags": 4})]
+                       {"queue_bits": 3, "pos_width": 12, "depth": 4, "tags": 4}),
+           CocotbBench("prefetch", _make_dut, "cxlkv.tb.prefetch.test_prefetch",
+                       {"queue_bits": 10, "pos_width": 20, "depth": 8, "tags": 3})]
