@@ -631,6 +631,38 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
             hidx[c] = -1
             pf[c] = 0
 
+def _flush_core_if_the_prefetch_rule_changed():
+    """numba's on-disk cache checks only the cached function's own file: after an edit of the
+    prefetch rule in models/prefetch.py, a cached ``_replay_core`` would still run the old rule.
+    Keep a digest of the rule's code beside the cache and flush the core's cache when it differs."""
+    import hashlib
+    import os
+    digest = hashlib.sha256()
+    for fn in (PF.triggers, PF.window_bounds, PF.first_candidate, PF.next_candidate):
+        digest.update(fn.__code__.co_code + repr(fn.__code__.co_consts).encode())
+    digest = digest.hexdigest()
+    cache = getattr(_replay_core, "_cache", None)
+    path = getattr(cache, "cache_path", None)
+    if not path or not hasattr(cache, "flush"):
+        return
+    stamp = os.path.join(path, "policy._replay_core.prefetch_rule")
+    try:
+        with open(stamp) as f:
+            if f.read() == digest:
+                return
+    except OSError:
+        pass
+    cache.flush()
+    try:
+        with open(stamp, "w") as f:
+            f.write(digest)
+    except OSError:
+        pass        # a read-only checkout compiles afresh each time: slower, never stale
+
+
+_flush_core_if_the_prefetch_rule_changed()
+
+
 @njit(cache=True)
 def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, record, victims, qcounts, qscores):
     """lru with an O(1) doubly-linked recency list (same results as the heap core's lru)."""
