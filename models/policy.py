@@ -631,6 +631,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
             hidx[c] = -1
             pf[c] = 0
 
+
 def _flush_core_if_the_prefetch_rule_changed():
     """numba's on-disk cache checks only the cached function's own file: after an edit of the
     prefetch rule in models/prefetch.py, a cached ``_replay_core`` would still run the old rule.
