@@ -281,3 +281,21 @@ def test_engine_drained_after_each_access_fetches_the_rules_candidates():
             assert fetched == [c for c, was_resident in looked if not was_resident]
             total += len(fetched)
         assert total > 0
+
+
+def test_policy_figures_tables_agree_with_direct_replays():
+    """The docs/policy.md prefetch tables come from tb/prefetch/policy_figures.py: its figures are
+    the replay's own (checked on a tiny trace), and every cell of the table is present."""
+    from cxlkv.tb.prefetch import policy_figures as F
+    t = synth("dense_early", n_layers=2, n_kv_heads=1, prefill=64, steps=16, seed=1)
+    rows = F.measure([1, 2], [20], ["read", "miss"], log=lambda *_: None, traces=[("tiny", lambda: t)])
+    assert len(rows) == 4
+    c = P.entries_from_budget(t, 20)
+    base = P.replay(t, "hw", c).summary()
+    for r in rows:
+        s = P.replay(t, "hw", c, window=r["window"],
+                     prefetch_trigger=M.TRIGGER_READ if r["trigger"] == "read" else M.TRIGGER_MISS).summary()
+        assert r["hit"] == s["hit_rate"] and r["gain"] == s["hit_rate"] - base["hit_rate"]
+        assert r["acc"] == s["prefetch_accuracy"] and r["bytes_x"] == s["bytes_moved"] / base["bytes_moved"]
+    md = F.markdown(rows, [20], ["read", "miss"])
+    assert md.count("| tiny | 1 |") == 2 and md.count("| tiny | 2 |") == 2

@@ -31,12 +31,13 @@ def sources():
     return out
 
 
-def measure(windows, budgets, triggers, log=print):
+def measure(windows, budgets, triggers, log=print, traces=None):
+    """One row per (trace, budget, trigger, W); ``traces`` [(label, loader)] defaults to :func:`sources`."""
     from cxlkv.models import policy as P
     from cxlkv.models import prefetch as PF
     trig = {"read": PF.TRIGGER_READ, "miss": PF.TRIGGER_MISS}
     rows = []
-    for label, load in sources():
+    for label, load in (traces if traces is not None else sources()):
         trace = load()
         for pct in budgets:
             c = P.entries_from_budget(trace, pct)
