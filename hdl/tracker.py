@@ -173,7 +173,8 @@ class Tracker(wiring.Component):
         m.submodules.qmem = qmem = Memory(shape=qlay, depth=g.n_queues, init=[])
         q_rd, q_wr = qmem.read_port(), qmem.write_port()
         m.submodules.bmem = bmem = Memory(shape=blay, depth=g.n_queues * NBR, init=[])
-        b_rd, b_wr = bmem.read_port(), bmem.write_port()
+        b_wr = bmem.write_port()
+        b_rd = bmem.read_port(transparent_for=(b_wr,))   # a bucket read sees a same-cycle write
         m.submodules.exp_rom = exp_rom = Memory(shape=S.SCORE_BITS + 1, depth=1 << S.EXP_INDEX_BITS,
                                                 init=S.EXP2_NEG_Q16)
         e_rd = exp_rom.read_port(domain="comb")
@@ -205,7 +206,8 @@ class Tracker(wiring.Component):
         vout = Signal(g.vresp_layout())
         clear_q = Signal(g.qb)
         meta_start = Signal()                 # main FSM -> metadata engine
-        meta_done = Signal(init=1)            # metadata written back (key valid)
+        meta_done = Signal(init=1)            # metadata written back
+        key_ready = Signal(init=1)            # the event's key is computed
 
         pos_ptr = Cat(ev.position, Const(1, 1))
         NULL = Const(0, g.ptr)
@@ -313,6 +315,15 @@ class Tracker(wiring.Component):
 
         m.d.comb += [self.decision.payload.eq(out), self.victim_resp.payload.eq(vout)]
 
+        def goto_insert():
+            """Leave for the insert; when the key is known, start its bucket read now."""
+            with m.If(key_ready & ~pinned):
+                m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
+                m.d.sync += bk.eq(key[:g.bb])
+                m.next = "INS_BRD"
+            with m.Else():
+                m.next = "INSERT"
+
         with m.FSM(init="CLEAR"):
             with m.State("CLEAR"):            # zero every queue's state after reset
                 m.d.comb += [self.busy.eq(1), q_wr.en.eq(1), q_wr.addr.eq(clear_q), q_wr.data.eq(0)]
@@ -334,6 +345,7 @@ class Tracker(wiring.Component):
                     with m.Else():
                         bump("reads", ~ein.write)
                         bump("writes", ein.write)
+                        m.d.comb += meta_start.eq(1)
                         m.d.comb += q_rd.addr.eq(queue_of(ein.layer, ein.head))
                         m.next = "EV_LOAD"
                 with m.Elif(self.victim_req.valid):
@@ -389,7 +401,6 @@ class Tracker(wiring.Component):
                 sat = (1 << g.step_reads) - 1
                 reads1 = Mux(ev.write | (reads0 == sat), reads0, reads0 + 1)
                 bump("step_errors", backwards)
-                m.d.comb += meta_start.eq(1)
                 m.d.sync += [
                     s_eff.eq(s_use),
                     kn.eq(s_use >> self.bucket_bits),
@@ -442,29 +453,29 @@ class Tracker(wiring.Component):
                 link_read(pos_ptr)
                 with m.If(self.link_req.ready):
                     m.next = "LINK_WAIT"
-            with m.State("LINK_WAIT"):
-                m.d.comb += self.link_resp.ready.eq(1)
+            with m.State("LINK_WAIT"):          # decide on the own link word as it arrives
+                m.d.comb += [self.link_resp.ready.eq(1),
+                             b_rd.addr.eq(Cat(Mux(lresp.resident, lresp.key[:g.bb], ffs_key[:g.bb]), q))]
                 with m.If(self.link_resp.valid):
                     m.d.sync += lk.eq(self.link_resp.payload)
-                    m.next = "DECIDE"
-            with m.State("DECIDE"):
-                m.d.comb += b_rd.addr.eq(Cat(Mux(lk.resident, lk.key[:g.bb], ffs_key[:g.bb]), q))
-                with m.If(lk.resident):
-                    m.d.sync += [out.hit.eq(1), bk.eq(lk.key[:g.bb])]
+                with m.If(~self.link_resp.valid):
+                    pass
+                with m.Elif(lresp.resident):
+                    m.d.sync += [out.hit.eq(1), bk.eq(lresp.key[:g.bb])]
                     bump("read_hits", is_read)
                     with m.If(pinned):
                         m.next = "INSERT"
                     with m.Else():
-                        m.next = "UNLINK_RD"
+                        m.next = "UNLINK_BRD"     # the bucket read is under way
                 with m.Elif(qs.nres < self.budget):
                     m.d.sync += [qs.nres.eq(qs.nres + 1), out.inserted.eq(1)]
-                    m.next = "INSERT"
+                    goto_insert()
                 with m.Elif(qs.ehead[g.pb]):
                     m.d.sync += [victim.eq(qs.ehead), from_expired.eq(1)]
                     m.next = "VIC_RD"
                 with m.Elif(ffs_any):
                     m.d.sync += [bk.eq(ffs_key[:g.bb]), from_expired.eq(0)]
-                    m.next = "VIC_BUCKET"
+                    m.next = "VIC_BRD"        # the bucket read is under way
                 with m.Else():
                     m.d.sync += out.no_victim.eq(1)
                     bump("no_victim")
@@ -472,9 +483,6 @@ class Tracker(wiring.Component):
 
             # unlink a resident entry from the expired list or its bucket
             lk_expired = lk.key < qs.kc
-            with m.State("UNLINK_RD"):
-                m.d.comb += b_rd.addr.eq(Cat(bk, q))
-                m.next = "UNLINK_BRD"
             with m.State("UNLINK_BRD"):
                 bw = data.View(blay, b_rd.data)
                 m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail)]
@@ -502,16 +510,17 @@ class Tracker(wiring.Component):
                                      b_wr.data.eq(Cat(bh, Mux(lk.next[g.pb], bt, lk.prev)))]
                         with m.If(~bh[g.pb]):
                             m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
-                    m.next = "INSERT"
+                    goto_insert()
 
             # evict: pop the head of the expired list or of bucket bk
-            with m.State("VIC_BUCKET"):
-                m.d.comb += b_rd.addr.eq(Cat(bk, q))
-                m.next = "VIC_BRD"
             with m.State("VIC_BRD"):
                 bw = data.View(blay, b_rd.data)
                 m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail), victim.eq(bw.head)]
-                m.next = "VIC_RD"
+                link_read(bw.head)            # the victim's link word: issued here, or retried in VIC_RD
+                with m.If(self.link_req.ready):
+                    m.next = "VIC_WAIT"
+                with m.Else():
+                    m.next = "VIC_RD"
             with m.State("VIC_RD"):
                 link_read(victim)
                 with m.If(self.link_req.ready):
@@ -540,13 +549,13 @@ class Tracker(wiring.Component):
                 with m.If(self.link_req.ready):
                     m.d.sync += [out.victim_valid.eq(1), out.victim.eq(victim[:g.pb]), out.inserted.eq(1)]
                     bump("evictions")
-                    m.next = "INSERT"
+                    goto_insert()
 
             # insert (or re-insert) p: pinned entries are resident but in no list
             with m.State("INSERT"):
                 m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
                 m.d.sync += bk.eq(key[:g.bb])
-                with m.If(~meta_done):
+                with m.If(~key_ready):
                     pass                      # the key is not computed yet
                 with m.Elif(pinned):
                     link_write(pos_ptr, WM_ALL, prev=NULL, nxt=NULL, key_=key, res=1)
@@ -589,9 +598,15 @@ class Tracker(wiring.Component):
                     m.next = "IDLE"
         with m.FSM(init="M_IDLE", name="meta_fsm"):
             with m.State("M_IDLE"):
-                with m.If(meta_start):
-                    m.d.sync += meta_done.eq(0)
-                    m.next = "M_RD"
+                with m.If(meta_start):        # the event is being accepted: issue its read now
+                    m.d.sync += [meta_done.eq(0), key_ready.eq(0)]
+                    m.d.comb += [self.meta_req.valid.eq(1),
+                                 self.meta_req.payload.addr.eq(Cat(ein.position, queue_of(ein.layer, ein.head))),
+                                 self.meta_req.payload.write.eq(0)]
+                    with m.If(self.meta_req.ready):
+                        m.next = "M_WAIT"
+                    with m.Else():
+                        m.next = "M_RD"
             # metadata engine: read, decay, EMA, key, write back; runs beside the list work
             with m.State("M_RD"):
                 m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
@@ -614,7 +629,7 @@ class Tracker(wiring.Component):
                 m.d.sync += ema_new.eq(dec + ema_step)
                 m.next = "M_KEY"
             with m.State("M_KEY"):
-                m.d.sync += key.eq((s_eff + f_val) >> self.bucket_bits)
+                m.d.sync += [key.eq((s_eff + f_val) >> self.bucket_bits), key_ready.eq(1)]
                 m.next = "M_WR"
             with m.State("M_WR"):
                 mwd = data.View(META_LAYOUT, self.meta_req.payload.wdata)
