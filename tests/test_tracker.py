@@ -100,3 +100,37 @@ def test_victims_are_first_in_the_exact_order():
     r = victim_topk_agreement(trace, 8, P.make_params("hw"))
     assert r["victims"] > 100
     assert r["rank0"] == r["within_topk"] == r["victims"]
+
+
+def _random_trace(seed, n=3000, n_pos=40, max_step_gap=60):
+    """A conformant random trace: steps non-decreasing with jumps up to max_step_gap, skewed positions."""
+    import random
+
+    import numpy as np
+
+    from cxlkv.models.trace import Trace
+    rng = random.Random(seed)
+    cols = ([], [], [], [], [], [])
+    s = rng.randrange(5)
+    for _ in range(n):
+        if rng.random() < 0.15:
+            s += rng.randrange(1, max_step_gap + 1)
+        w = rng.random() < 0.2
+        p = min(int(rng.paretovariate(0.7)) - 1, n_pos - 1) if rng.random() < 0.6 else rng.randrange(n_pos)
+        for col, v in zip(cols, (s, rng.randrange(2), rng.randrange(2), p, int(w),
+                                 0.0 if w else rng.random() * rng.choice((1, 0.1, 0.01)))):
+            col.append(v)
+    return Trace(np.array(cols[0], np.int32), np.array(cols[1], np.uint16), np.array(cols[2], np.uint16),
+                 np.array(cols[3], np.uint32), np.array(cols[4], np.uint8), np.array(cols[5], np.float32),
+                 2, 2).validate()
+
+
+@pytest.mark.parametrize("g", [0, 1, 3, 6, 24])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_model_equals_policy_replay_on_random_traces(g, seed):
+    trace = _random_trace(seed * 31 + g)
+    for budget, over in ((3, {}), (7, {"hw_pinned": 2, "hw_rank_tau": 3}), (12, {"hw_rank_tau_long": 4})):
+        params = P.make_params("hw", hw_bucket_bits=g, **over)
+        ref = P.replay(trace, "hw", budget, params=params, record_victims=True).victims.tolist()
+        got = [d.code for d in T.replay_model(trace, T.TrackerConfig.from_params(params, budget))]
+        assert got == ref, (budget, over, next(i for i in range(len(ref)) if got[i] != ref[i]))
