@@ -11,6 +11,9 @@
   that they are the RTL's and policy.replay's. Since hw is exact, the figure must be 1.0: it
   checks the ring, not an approximation. Also reported: ``tracker.victim_rank0_fraction``
   (victim = the exact order's first).
+* ``tracker.coverage.*``: the functional coverage bins of the random cocotb test (queue full,
+  evictions from the expired list and from a bucket, pinned hits, same-entry bursts, dense-mode
+  events, victim answered / none / locked, step errors, bad events).
 """
 from __future__ import annotations
 
@@ -61,6 +64,10 @@ def measure():
     if not res.passed:
         raise RuntimeError(f"throughput test failed; see {res.build_dir}/sim.log")
     out += list(res.metrics.values())
+    cov = run(BENCHES[0], testcase="test_random_defaults")     # functional coverage bins
+    if not cov.passed:
+        raise RuntimeError(f"random test failed; see {cov.build_dir}/sim.log")
+    out += list(cov.metrics.values())
     n_layers, n_heads, prefill, steps = 4, 2, 512, 512
     trace = tracegen.synth("mixed", n_layers=n_layers, n_kv_heads=n_heads, prefill=prefill, steps=steps, seed=0)
     params = P.make_params("hw")
