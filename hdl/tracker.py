@@ -171,7 +171,8 @@ class Tracker(wiring.Component):
         # -- on-chip per-queue state and the bucket ring
         qlay, blay, llay = g.qstate_layout(), g.bucket_layout(), g.link_layout()
         m.submodules.qmem = qmem = Memory(shape=qlay, depth=g.n_queues, init=[])
-        q_rd, q_wr = qmem.read_port(), qmem.write_port()
+        q_wr = qmem.write_port()
+        q_rd = qmem.read_port(transparent_for=(q_wr,))   # an event chained from EMIT reads the state just written
         m.submodules.bmem = bmem = Memory(shape=blay, depth=g.n_queues * NBR, init=[])
         b_wr = bmem.write_port()
         b_rd = bmem.read_port(transparent_for=(b_wr,))   # a bucket read sees a same-cycle write
@@ -315,6 +316,22 @@ class Tracker(wiring.Component):
 
         m.d.comb += [self.decision.payload.eq(out), self.victim_resp.payload.eq(vout)]
 
+        def accept_event():
+            """Take the offered event: latch it, start its queue-state and metadata reads."""
+            m.d.comb += self.event.ready.eq(1)
+            m.d.sync += [ev.eq(ein), q.eq(queue_of(ein.layer, ein.head)), out.eq(0),
+                         out.layer.eq(ein.layer), out.head.eq(ein.head), out.position.eq(ein.position)]
+            bump("events")
+            with m.If((ein.layer >= g.n_layers) | (ein.head >= g.n_kv_heads)):
+                m.d.sync += out.error.eq(1)
+                bump("bad_events")
+                m.next = "EMIT"
+            with m.Else():
+                bump("reads", ~ein.write)
+                bump("writes", ein.write)
+                m.d.comb += [meta_start.eq(1), q_rd.addr.eq(queue_of(ein.layer, ein.head))]
+                m.next = "EV_LOAD"
+
         def goto_insert():
             """Leave for the insert; when the key is known, start its bucket read now."""
             with m.If(key_ready & ~pinned):
@@ -332,23 +349,9 @@ class Tracker(wiring.Component):
                     m.next = "IDLE"
 
             with m.State("IDLE"):
-                with m.If(self.event.valid):
-                    m.d.comb += self.event.ready.eq(1)
-                    m.d.sync += [ev.eq(ein), q.eq(queue_of(ein.layer, ein.head)), out.eq(0),
-                                 out.layer.eq(ein.layer), out.head.eq(ein.head),
-                                 out.position.eq(ein.position)]
-                    bump("events")
-                    with m.If((ein.layer >= g.n_layers) | (ein.head >= g.n_kv_heads)):
-                        m.d.sync += out.error.eq(1)
-                        bump("bad_events")
-                        m.next = "EMIT"
-                    with m.Else():
-                        bump("reads", ~ein.write)
-                        bump("writes", ein.write)
-                        m.d.comb += meta_start.eq(1)
-                        m.d.comb += q_rd.addr.eq(queue_of(ein.layer, ein.head))
-                        m.next = "EV_LOAD"
-                with m.Elif(self.victim_req.valid):
+                # a victim request goes first: it is short, and events arriving back to back are
+                # chained from EMIT, so preferring events here could starve requests
+                with m.If(self.victim_req.valid):
                     m.d.comb += self.victim_req.ready.eq(1)
                     m.d.sync += [q.eq(queue_of(vin.layer, vin.head)), vout.eq(0),
                                  vout.layer.eq(vin.layer), vout.head.eq(vin.head)]
@@ -360,6 +363,8 @@ class Tracker(wiring.Component):
                     with m.Else():
                         m.d.comb += q_rd.addr.eq(queue_of(vin.layer, vin.head))
                         m.next = "V_LOAD"
+                with m.Elif(self.event.valid):
+                    accept_event()
 
             # ---------------- victim request
             with m.State("V_LOAD"):
@@ -595,7 +600,10 @@ class Tracker(wiring.Component):
                 m.d.comb += self.decision.valid.eq(meta_done)
                 with m.If(self.decision.ready & meta_done):
                     m.d.comb += q_wr.en.eq(~out.error)
-                    m.next = "IDLE"
+                    with m.If(self.event.valid & ~self.victim_req.valid):
+                        accept_event()        # back to back: the state read sees this write
+                    with m.Else():
+                        m.next = "IDLE"
         with m.FSM(init="M_IDLE", name="meta_fsm"):
             with m.State("M_IDLE"):
                 with m.If(meta_start):        # the event is being accepted: issue its read now
