@@ -419,7 +419,15 @@ class Tracker(wiring.Component):
                                  qs.etail.eq(NULL), qs.nres.eq(0), qs.bitmap.eq(0)]
                 with m.Elif(new_step):
                     m.d.sync += qs.dense.eq((self.tln_d != 0) & (rd.step_reads > self.budget))
-                m.next = "SPLICE_FIND"
+                with m.If(start_new | ((s_use >> self.bucket_bits) <= rd.kc)):
+                    # the key cursor stays: nothing to splice, so the own link word can be read now
+                    link_read(pos_ptr)
+                    with m.If(self.link_req.ready):
+                        m.next = "LINK_WAIT"
+                    with m.Else():
+                        m.next = "LINK_RD"
+                with m.Else():
+                    m.next = "SPLICE_FIND"
 
             # splice the non-empty buckets with key < kn onto the expired list, in key order
             with m.State("SPLICE_FIND"):
