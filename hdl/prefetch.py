@@ -6,16 +6,19 @@ Documentation: ``docs/prefetch.md``.
 One access per clock in (``acc``). A triggering read becomes a *window request*
 {queue, P, cursor, hi} in a bounded queue of ``depth`` slots kept in age order
 (slot 0 oldest). Each cycle a round-robin pointer serves one slot: its cursor
-position is looked up (``chk_*`` out, ``resident`` back one cycle later, like a
-synchronous RAM read of the tracker's position table) and the cursor advances;
-a finished request leaves its slot. The looked-up candidate is dropped if it is
-resident, in flight or waiting to issue; otherwise it waits in the issue register
+position goes to the lookup register C0 and the cursor advances; a finished
+request leaves its slot. C0 is offered on the ``chk`` stream (a residency lookup
+of the tracker's metadata); up to ``lookups`` lookups await their answers, which
+come back on ``rsp`` in request order after any latency (at least one clock).
+An answered candidate is dropped if it is resident, in flight or waiting to
+issue; otherwise it waits in the issue register
 for a rate-limit token and a free tag, and goes to the tier mover as
 ``fetch`` {queue, pos, tag}. The mover answers ``cpl`` {tag}; the engine frees
 the tag and forwards ``ins`` {queue, pos} to the tracker (which inserts with the
 policy's victim choice).
 
-Pipeline: slot queue -> S1 (lookup answer) -> S2 (issue) -> in-flight table.
+Pipeline: slot queue -> C0 (lookup port) -> lookup queue (answers) -> S2 (issue)
+-> in-flight table.
 """
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -35,6 +38,14 @@ def fetch_layout(queue_bits, pos_width, tag_bits):
     return data.StructLayout({"queue": queue_bits, "pos": pos_width, "tag": tag_bits})
 
 
+def lookup_layout(queue_bits, pos_width):
+    return data.StructLayout({"queue": queue_bits, "pos": pos_width})
+
+
+def answer_layout():
+    return data.StructLayout({"resident": 1})
+
+
 def completion_layout(tag_bits):
     return data.StructLayout({"tag": tag_bits})
 
@@ -46,9 +57,10 @@ def insert_layout(queue_bits, pos_width):
 class PrefetchEngine(wiring.Component):
     """See the module docstring; every counter wraps at ``counter_width`` bits."""
 
-    def __init__(self, *, queue_bits=4, pos_width=16, depth=4, tags=4, counter_width=32):
-        if depth < 1 or tags < 1:
-            raise ValueError("depth and tags must be at least 1")
+    def __init__(self, *, queue_bits=4, pos_width=16, depth=4, tags=4, lookups=4, counter_width=32):
+        if depth < 1 or tags < 1 or lookups < 1:
+            raise ValueError("depth, tags and lookups must be at least 1")
+        self.lookup_depth = lookups
         self.queue_bits = queue_bits
         self.pos_width = pos_width
         self.depth = depth
@@ -64,10 +76,8 @@ class PrefetchEngine(wiring.Component):
             "enable": In(1),
             "clear": In(1),
             "acc": In(stream.Signature(access_layout(queue_bits, pos_width))),
-            "chk_valid": Out(1),
-            "chk_queue": Out(queue_bits),
-            "chk_pos": Out(pos_width),
-            "resident": In(1),
+            "chk": Out(stream.Signature(lookup_layout(queue_bits, pos_width))),
+            "rsp": In(stream.Signature(answer_layout())),
             "fetch": Out(stream.Signature(fetch_layout(queue_bits, pos_width, self.tag_bits))),
             "cpl": In(stream.Signature(completion_layout(self.tag_bits))),
             "ins": Out(stream.Signature(insert_layout(queue_bits, pos_width))),
@@ -113,8 +123,11 @@ class PrefetchEngine(wiring.Component):
         m.d.comb += self.pending.eq(n)
 
         # ---- pipeline registers and the in-flight table
-        s1_valid, s1_q, s1_p = Signal(), Signal(QB), Signal(PW)
-        s1_fresh = Signal()                            # looked up last cycle: ``resident`` answers it now
+        K = self.lookup_depth
+        c0_valid, c0_q, c0_p = Signal(), Signal(QB), Signal(PW)      # offered on the lookup port
+        lq_q = [Signal(QB, name=f"lq{k}_queue") for k in range(K)]   # looked up, answer pending,
+        lq_p = [Signal(PW, name=f"lq{k}_pos") for k in range(K)]     # oldest first
+        lq_n = Signal(range(K + 1))
         s2_valid, s2_q, s2_p = Signal(), Signal(QB), Signal(PW)
         tv = [Signal(name=f"tag{t}_valid") for t in range(F)]
         tq = [Signal(QB, name=f"tag{t}_queue") for t in range(F)]
@@ -144,29 +157,56 @@ class PrefetchEngine(wiring.Component):
                     m.d.sync += [tv[t].eq(1), tq[t].eq(s2_q), tp[t].eq(s2_p)]
         count("prefetches", fire)
 
-        # ---- lookup answer stage (S1): drop duplicates, else move to S2
+        # ---- the lookup port: C0 offered while the lookup queue has room
+        chk_fire = Signal()
+        m.d.comb += [
+            self.chk.valid.eq(c0_valid & (lq_n < K)),
+            self.chk.payload.queue.eq(c0_q),
+            self.chk.payload.pos.eq(c0_p),
+            chk_fire.eq(self.chk.valid & self.chk.ready),
+        ]
+
+        # ---- answers, in lookup order: drop duplicates, else move the candidate to S2
+        head_valid = Signal()
+        m.d.comb += head_valid.eq(lq_n != 0)
+        head_q, head_p = lq_q[0], lq_p[0]
         inflight_match = Signal()
-        match_terms = [tv[t] & (tq[t] == s1_q) & (tp[t] == s1_p) for t in range(F)]
-        match_terms.append(s2_valid & (s2_q == s1_q) & (s2_p == s1_p))
-        m.d.comb += inflight_match.eq(Signal.cast(0) if not match_terms else _any(match_terms))
+        match_terms = [tv[t] & (tq[t] == head_q) & (tp[t] == head_p) for t in range(F)]
+        match_terms.append(s2_valid & (s2_q == head_q) & (s2_p == head_p))
+        m.d.comb += inflight_match.eq(_any(match_terms))
+        resident = self.rsp.payload.resident
         dup_res = Signal()
         dup_inf = Signal()
-        m.d.comb += [dup_res.eq(s1_valid & s1_fresh & self.resident),
-                     dup_inf.eq(s1_valid & s1_fresh & ~self.resident & inflight_match)]
+        m.d.comb += [dup_res.eq(head_valid & resident), dup_inf.eq(head_valid & ~resident & inflight_match)]
         s2_free = Signal()
-        s1_moves = Signal()
-        s1_free = Signal()
+        rsp_fire = Signal()
+        moves = Signal()
         m.d.comb += [
             s2_free.eq(~s2_valid | fire),
-            s1_moves.eq(s1_valid & ~dup_res & ~dup_inf & s2_free),
-            s1_free.eq(~s1_valid | dup_res | dup_inf | s1_moves),
+            self.rsp.ready.eq(~head_valid | dup_res | dup_inf | s2_free),
+            rsp_fire.eq(self.rsp.valid & self.rsp.ready),
+            moves.eq(rsp_fire & head_valid & ~dup_res & ~dup_inf),
         ]
-        count("skip_resident", dup_res)
-        count("skip_inflight", dup_inf)
-        with m.If(s1_moves):
-            m.d.sync += [s2_valid.eq(1), s2_q.eq(s1_q), s2_p.eq(s1_p)]
+        count("skip_resident", rsp_fire & dup_res)
+        count("skip_inflight", rsp_fire & dup_inf)
+        count("bad_responses", rsp_fire & ~head_valid)
+        with m.If(moves):
+            m.d.sync += [s2_valid.eq(1), s2_q.eq(head_q), s2_p.eq(head_p)]
         with m.Elif(fire):
             m.d.sync += s2_valid.eq(0)
+
+        # the lookup queue: the answered one leaves (a shift), the one the port takes joins
+        pop = Signal()
+        m.d.comb += pop.eq(rsp_fire & head_valid)
+        lq_rem = Signal(range(K + 1))
+        m.d.comb += lq_rem.eq(lq_n - pop)
+        m.d.sync += lq_n.eq(lq_rem + chk_fire)
+        for k in range(K):
+            with m.If(chk_fire & (lq_rem == k)):
+                m.d.sync += [lq_q[k].eq(c0_q), lq_p[k].eq(c0_p)]
+            if k < K - 1:
+                with m.Elif(pop):
+                    m.d.sync += [lq_q[k].eq(lq_q[k + 1]), lq_p[k].eq(lq_p[k + 1])]
 
         # ---- rate-limit period
         period_end = Signal()
@@ -184,12 +224,7 @@ class PrefetchEngine(wiring.Component):
             with m.If(rr == i):
                 m.d.comb += [sel_q.eq(sq[i]), sel_p.eq(sp[i]), sel_c.eq(sc[i]), sel_h.eq(sh[i])]
         serve = Signal()
-        m.d.comb += [
-            serve.eq((n != 0) & s1_free),
-            self.chk_valid.eq(serve),
-            self.chk_queue.eq(sel_q),
-            self.chk_pos.eq(sel_c),
-        ]
+        m.d.comb += serve.eq((n != 0) & (~c0_valid | chk_fire))
         nxt1 = Signal(wide)
         nxt = Signal(wide)
         m.d.comb += [nxt1.eq(sel_c + 1), nxt.eq(Mux(nxt1 == sel_p, nxt1 + 1, nxt1))]
@@ -197,11 +232,9 @@ class PrefetchEngine(wiring.Component):
         m.d.comb += finished.eq(serve & (nxt > sel_h))
         count("lookups", serve)
         with m.If(serve):
-            m.d.sync += [s1_valid.eq(1), s1_fresh.eq(1), s1_q.eq(sel_q), s1_p.eq(sel_c)]
-        with m.Elif(s1_free):
-            m.d.sync += s1_valid.eq(0)
-        with m.Else():                                 # held while S2 waits: checked once already
-            m.d.sync += s1_fresh.eq(0)
+            m.d.sync += [c0_valid.eq(1), c0_q.eq(sel_q), c0_p.eq(sel_c)]
+        with m.Elif(chk_fire):
+            m.d.sync += c0_valid.eq(0)
 
         # ---- the access input: newest position, trigger, window bounds
         acc = self.acc.payload
@@ -303,4 +336,4 @@ def _any(terms):
 
 def verilog_tops():
     """Configurations `make verilog` generates and `make lint` checks."""
-    return {"prefetch": lambda: PrefetchEngine(queue_bits=10, pos_width=20, depth=8, tags=8)}
+    return {"prefetch": lambda: PrefetchEngine(queue_bits=10, pos_width=20, depth=8, tags=8, lookups=4)}

@@ -86,7 +86,9 @@ class Inputs:
     acc_pos: int = 0
     acc_write: int = 0
     acc_hit: int = 0
-    resident: int = 0           #: the tracker's answer to last cycle's lookup
+    chk_ready: int = 0          #: the lookup port takes the request
+    rsp_valid: int = 0          #: an answer of the lookup port (in request order)
+    rsp_resident: int = 0
     fetch_ready: int = 0
     cpl_valid: int = 0
     cpl_tag: int = 0
@@ -100,6 +102,7 @@ class Outputs:
     chk_valid: int
     chk_queue: int
     chk_pos: int
+    rsp_ready: int
     fetch_valid: int
     fetch_queue: int
     fetch_pos: int
@@ -111,7 +114,7 @@ class Outputs:
 
 
 COUNTERS = ("requests", "drops", "drop_positions", "lookups", "skip_resident", "skip_inflight",
-            "prefetches", "inserts", "bad_completions", "stall_cycles")
+            "prefetches", "inserts", "bad_completions", "bad_responses", "stall_cycles")
 
 
 @dataclass
@@ -133,12 +136,13 @@ class PrefetchEngine:
     pos_width: int = 16
     depth: int = 4               #: window requests the queue holds
     tags: int = 4                #: fetches in flight
+    lookups: int = 4             #: lookups awaiting their answer
     counter_width: int = 32
     newest: list = field(default=None)
     slots: list = field(default_factory=list)
     rr: int = 0
-    s1: tuple | None = None      #: (queue, pos) looked up, waiting to move to S2
-    s1_fresh: bool = False       #: S1 was looked up last cycle: its answer arrives now
+    c0: tuple | None = None      #: (queue, pos) offered on the lookup port
+    lq: list = field(default_factory=list)   #: (queue, pos) looked up, answers pending, oldest first
     s2: tuple | None = None      #: (queue, pos) to fetch, waiting for a token, a tag or the mover
     inflight: list = field(default=None)
     clear_idx: int = 0           #: the table sweep after reset: acc held off until n_queues
@@ -166,21 +170,28 @@ class PrefetchEngine:
         c["fetch_tag"] = free[0] if free else 0
         fire = c["fetch_valid"] and i.fetch_ready
         c["fire"] = fire
-        # the candidate looked up last cycle: resident or already on its way?
-        s1_dup_res = s1_dup_inf = False
-        if self.s1 is not None and self.s1_fresh:
-            s1_dup_res = bool(i.resident)
-            s1_dup_inf = (not s1_dup_res) and (self.s1 in self.inflight or self.s1 == self.s2)
-        c["s1_dup_res"], c["s1_dup_inf"] = s1_dup_res, s1_dup_inf
+        # the lookup port: C0 offered while the lookup queue has room
+        c["chk_valid"] = int(self.c0 is not None and len(self.lq) < self.lookups)
+        chk_fire = bool(c["chk_valid"] and i.chk_ready)
+        c["chk_fire"] = chk_fire
+        # the oldest pending lookup's answer: resident, or already on its way?
+        head = self.lq[0] if self.lq else None
+        dup_res = dup_inf = False
+        if head is not None:         # (a function of the payload alone, as in the RTL)
+            dup_res = bool(i.rsp_resident)
+            dup_inf = not dup_res and (head in self.inflight or head == self.s2)
         s2_free = self.s2 is None or fire
-        s1_moves = self.s1 is not None and not (s1_dup_res or s1_dup_inf) and s2_free
-        s1_free = self.s1 is None or s1_dup_res or s1_dup_inf or s1_moves
-        c["s1_moves"] = s1_moves
-        serve = n > 0 and s1_free
+        c["rsp_ready"] = int(head is None or dup_res or dup_inf or s2_free)
+        rsp_fire = bool(i.rsp_valid and c["rsp_ready"])
+        c["rsp_fire"] = rsp_fire
+        c["dup_res"] = rsp_fire and head is not None and dup_res
+        c["dup_inf"] = rsp_fire and head is not None and dup_inf
+        c["moves"] = rsp_fire and head is not None and not (dup_res or dup_inf)
+        c["bad_rsp"] = rsp_fire and head is None
+        serve = n > 0 and (self.c0 is None or chk_fire)
         c["serve"] = serve
-        if serve:
-            sl = self.slots[self.rr]
-            c["chk"] = (sl.queue, sl.cur)
+        if self.c0 is not None:
+            c["chk"] = self.c0
         tag_entry = self.inflight[i.cpl_tag] if i.cpl_tag < self.tags else None
         c["cpl_good"] = tag_entry is not None
         c["ins_valid"] = int(bool(i.cpl_valid) and tag_entry is not None)
@@ -192,7 +203,8 @@ class PrefetchEngine:
         c = self._comb(cfg, i)
         chk = c.get("chk", (0, 0))
         s2 = self.s2 or (0, 0)
-        return Outputs(acc_ready=c["acc_ready"], chk_valid=int(c["serve"]), chk_queue=chk[0], chk_pos=chk[1],
+        return Outputs(acc_ready=c["acc_ready"], chk_valid=c["chk_valid"], chk_queue=chk[0], chk_pos=chk[1],
+                       rsp_ready=c["rsp_ready"],
                        fetch_valid=c["fetch_valid"], fetch_queue=s2[0], fetch_pos=s2[1], fetch_tag=c["fetch_tag"],
                        cpl_ready=c["cpl_ready"], ins_valid=c["ins_valid"], ins_queue=c["ins"][0],
                        ins_pos=c["ins"][1])
@@ -217,14 +229,22 @@ class PrefetchEngine:
         if c["fire"]:
             self.inflight[c["fetch_tag"]] = self.s2
             self._count("prefetches")
-        if c["s1_dup_res"]:
+        if c["dup_res"]:
             self._count("skip_resident")
-        if c["s1_dup_inf"]:
+        if c["dup_inf"]:
             self._count("skip_inflight")
-        if c["s1_moves"]:
-            self.s2 = self.s1
+        if c["bad_rsp"]:
+            self._count("bad_responses")
+        if c["moves"]:
+            self.s2 = self.lq[0]
         elif c["fire"]:
             self.s2 = None
+        # the lookup queue: the answered one leaves, the one just taken by the port joins
+        if c["rsp_fire"] and self.lq:
+            self.lq.pop(0)
+        if c["chk_fire"]:
+            self.lq.append(self.c0)
+            self.c0 = None
         # rate-limit period
         period = max(cfg.rate_period, 1)
         if self.period_count >= period - 1:
@@ -240,8 +260,7 @@ class PrefetchEngine:
         rr_next = self.rr
         if c["serve"]:
             sl = self.slots[self.rr]
-            self.s1 = (sl.queue, sl.cur)
-            self.s1_fresh = True
+            self.c0 = (sl.queue, sl.cur)
             self._count("lookups")
             nxt = next_candidate(sl.cur, sl.pos)
             if nxt > sl.hi:
@@ -249,10 +268,6 @@ class PrefetchEngine:
             else:
                 sl.cur = nxt
                 rr_next = self.rr + 1
-        elif self.s1 is not None and not (c["s1_dup_res"] or c["s1_dup_inf"] or c["s1_moves"]):
-            self.s1_fresh = False        # held: S2 is busy; checked once already
-        else:
-            self.s1 = None
         if finished:
             del self.slots[self.rr]
         n_after = len(self.slots)

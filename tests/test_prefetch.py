@@ -58,26 +58,26 @@ def test_trigger(is_read, hit, trigger_all, window, fires):
 # the engine model under random stimulus
 
 def simulate(cfgs, accesses, *, depth, tags, seed, fetch_ready=0.7, ins_ready=0.7, latency=6, resident_p=0.3,
-             cycles_after=400):
+             cycles_after=400, lookups=2, chk_ready=0.8, lookup_latency=3):
     """Drive the model with random environment responses; return (engine, fetch log, per-cycle issue log)."""
     rng = np.random.default_rng(seed)
-    eng = M.PrefetchEngine(n_queues=4, pos_width=12, depth=depth, tags=tags)
+    eng = M.PrefetchEngine(n_queues=4, pos_width=12, depth=depth, tags=tags, lookups=lookups)
     fetches, issues, mover, pending_cpl = [], [], [], None
     outstanding = {}                      # tag -> (queue, pos): fetched, completion not yet taken
     acc = list(accesses)
     cycle = 0
-    last_chk = None
+    asked = []                            # [ready_cycle, (queue, pos)] lookups in request order
     answers = {}
     while acc or cycle < len(accesses) + cycles_after:
         cfg = cfgs[min(cycle // 200, len(cfgs) - 1)]
         a = acc[0] if acc else None
         if pending_cpl is None and mover and mover[0][0] <= cycle:
             pending_cpl = mover.pop(0)[1]
-        res = 0
-        if last_chk is not None:
-            res = answers.setdefault(last_chk, int(rng.random() < resident_p))
+        rsp_valid = bool(asked) and asked[0][0] <= cycle
+        res = answers.setdefault(asked[0][1], int(rng.random() < resident_p)) if rsp_valid else 0
         inp = M.Inputs(acc_valid=int(a is not None), acc_queue=a[0] if a else 0, acc_pos=a[1] if a else 0,
-                       acc_write=a[2] if a else 0, acc_hit=a[3] if a else 0, resident=res,
+                       acc_write=a[2] if a else 0, acc_hit=a[3] if a else 0, chk_ready=int(rng.random() < chk_ready),
+                       rsp_valid=int(rsp_valid), rsp_resident=res,
                        fetch_ready=int(rng.random() < fetch_ready), cpl_valid=int(pending_cpl is not None),
                        cpl_tag=pending_cpl or 0, ins_ready=int(rng.random() < ins_ready))
         out = eng.outputs(cfg, inp)
@@ -86,7 +86,10 @@ def simulate(cfgs, accesses, *, depth, tags, seed, fetch_ready=0.7, ins_ready=0.
         eng.tick(cfg, inp)
         if out.acc_ready and a is not None:
             acc.pop(0)
-        last_chk = (out.chk_queue, out.chk_pos) if out.chk_valid else None
+        if rsp_valid and out.rsp_ready:
+            asked.pop(0)
+        if out.chk_valid and inp.chk_ready:
+            asked.append((cycle + 1 + int(rng.integers(0, lookup_latency)), (out.chk_queue, out.chk_pos)))
         fired = out.fetch_valid and inp.fetch_ready
         if inp.cpl_valid and out.cpl_ready:
             assert out.ins_valid and (out.ins_queue, out.ins_pos) == outstanding.pop(inp.cpl_tag)
@@ -115,15 +118,16 @@ cfg_strategy = st.builds(M.PrefetchConfig, window=st.integers(0, 8), trigger_all
 
 @settings(max_examples=60, deadline=None)
 @given(accesses=accesses_strategy(), cfgs=st.lists(cfg_strategy, min_size=1, max_size=3),
-       depth=st.integers(1, 4), tags=st.integers(1, 4), seed=st.integers(0, 1 << 30))
-def test_engine_invariants(accesses, cfgs, depth, tags, seed):
-    eng, fetches, issues = simulate(cfgs, accesses, depth=depth, tags=tags, seed=seed)
+       depth=st.integers(1, 4), tags=st.integers(1, 4), lookups=st.integers(1, 3), seed=st.integers(0, 1 << 30))
+def test_engine_invariants(accesses, cfgs, depth, tags, lookups, seed):
+    eng, fetches, issues = simulate(cfgs, accesses, depth=depth, tags=tags, seed=seed, lookups=lookups)
     c = eng.counters
     # drained: every request either finished or was dropped; every lookup ended in exactly one outcome
-    assert not eng.slots and eng.s1 is None and eng.s2 is None
+    assert not eng.slots and eng.c0 is None and not eng.lq and eng.s2 is None
     assert c["lookups"] == c["skip_resident"] + c["skip_inflight"] + c["prefetches"]
     assert c["prefetches"] == len(fetches) == c["inserts"] and all(e is None for e in eng.inflight)
-    assert c["drops"] <= c["requests"] and c["bad_completions"] == 0
+    assert c["drops"] <= c["requests"] and c["bad_completions"] == 0 and c["bad_responses"] == 0
+    assert not eng.lq and eng.c0 is None
     # (no position is fetched again while in flight, and every completion inserts what its tag
     # fetched: asserted cycle by cycle in simulate())
     # rate limit: issues within each aligned period never exceed N (checked when one config held)
@@ -232,9 +236,9 @@ def test_simulator_refuses_an_unknown_trigger():
 
 
 def test_engine_drained_after_each_access_fetches_the_rules_candidates():
-    """In an ideal environment (one access at a time, drained, every fetch completing and inserting
-    at once) the engine issues, for each access, exactly the rule's candidates that were not resident
-    when looked up, in the rule's order."""
+    """In an ideal environment (one access at a time, drained, lookups answered the next clock, every
+    fetch completing and inserting at once) the engine issues, for each access, exactly the rule's
+    candidates that were not resident when their answers came, in the rule's order."""
     t = synth("mixed", n_layers=1, n_kv_heads=2, prefill=40, steps=12, seed=7)
     for trigger, window in ((M.TRIGGER_READ, 3), (M.TRIGGER_MISS, 6)):
         cfg = M.PrefetchConfig(window=window, trigger_all=trigger)
@@ -262,17 +266,21 @@ def test_engine_drained_after_each_access_fetches_the_rules_candidates():
             assert eng.outputs(cfg, inp).acc_ready
             eng.tick(cfg, inp)
             touch(q, p)
-            looked, fetched, chk, cpl = [], [], None, None
-            for _ in range(4 * window + 12):
-                inp = M.Inputs(resident=int(chk is not None and chk[1] in resident[chk[0]]), fetch_ready=1,
+            looked, fetched, asked, cpl = [], [], [], None
+            for _ in range(4 * window + 16):
+                head = asked[0] if asked else None
+                inp = M.Inputs(chk_ready=1, rsp_valid=int(head is not None),
+                               rsp_resident=int(head is not None and head[1] in resident[head[0]]), fetch_ready=1,
                                ins_ready=1, cpl_valid=int(cpl is not None), cpl_tag=cpl or 0)
                 out = eng.outputs(cfg, inp)
                 eng.tick(cfg, inp)
                 if inp.cpl_valid and out.ins_valid:
                     touch(out.ins_queue, out.ins_pos)
-                chk = (out.chk_queue, out.chk_pos) if out.chk_valid else None
-                if chk:
-                    looked.append((chk[1], chk[1] in resident[q]))
+                if head is not None and out.rsp_ready:
+                    looked.append((head[1], bool(inp.rsp_resident)))
+                    asked.pop(0)
+                if out.chk_valid:
+                    asked.append((out.chk_queue, out.chk_pos))
                 cpl = out.fetch_tag if out.fetch_valid else None
                 if out.fetch_valid:
                     fetched.append(out.fetch_pos)

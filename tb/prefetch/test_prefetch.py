@@ -7,9 +7,9 @@ tracker inserts (transactions, on their handshakes) and a per-cycle snapshot of
 every other output (ready, lookup port, valids, the ten counters).
 
 The environment around the engine is modelled too: a tracker with an LRU fast
-tier of ``CAPACITY`` entries per queue (it answers lookups one cycle later and
-decides hit/miss for the access stream, and takes the inserts) and a tier mover
-that completes fetches after a random latency, out of order.
+tier of ``CAPACITY`` entries per queue (it answers lookups in order after a random
+latency, decides hit/miss for the access stream, and takes the inserts) and a tier
+mover that completes fetches after a random latency, out of order.
 
 Environment: CXLKV_EVENTS (accesses of the random test, default 6000), CXLKV_SEED.
 """
@@ -19,7 +19,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from cxlkv.hdl.prefetch import access_layout, completion_layout, fetch_layout, insert_layout
+from cxlkv.hdl.prefetch import (access_layout, answer_layout, completion_layout, fetch_layout, insert_layout,
+                                lookup_layout)
 from cxlkv.models import prefetch as M
 from cxlkv.tb.common import InOrderScoreboard, Packer, env_int, params, report_metric, test_rng
 
@@ -55,12 +56,14 @@ class PrefetchEnv:
         prm = params()
         self.qb, self.pw = prm["queue_bits"], prm["pos_width"]
         self.model = M.PrefetchEngine(n_queues=1 << self.qb, pos_width=self.pw, depth=prm["depth"],
-                                      tags=prm["tags"])
+                                      tags=prm["tags"], lookups=prm["lookups"])
         tag_bits = max(1, (prm["tags"] - 1).bit_length())
         self.tag_bits = tag_bits
         self.acc_pack = Packer(access_layout(self.qb, self.pw))
         self.fetch_pack = Packer(fetch_layout(self.qb, self.pw, tag_bits))
         self.cpl_pack = Packer(completion_layout(tag_bits))
+        self.chk_pack = Packer(lookup_layout(self.qb, self.pw))
+        self.rsp_pack = Packer(answer_layout())
         self.ins_pack = Packer(insert_layout(self.qb, self.pw))
         self.cfg = M.PrefetchConfig()
         self.sb_fetch = InOrderScoreboard("prefetch.fetch")
@@ -84,13 +87,18 @@ class PrefetchEnv:
         self.bad_cpl_prob = 0.0
         self.mover = []                  # [ready_cycle, tag]
         self.cpl_offer = None            # tag being offered on cpl
-        self.last_chk = None             # (queue, pos) looked up last cycle
+        self.chk_ready_prob = 1.0
+        self.lookup_latency = (1, 4)
+        self.bad_rsp_prob = 0.0
+        self.lookups_pending = []        # [ready_cycle, (queue, pos)], in request order
+        self.rsp_offer = None            # the answer being offered: resident bit, or "bad" extra
 
     async def start(self):
         dut = self.dut
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         dut.rst.value = 1
-        for s in (dut.acc__valid, dut.fetch__ready, dut.cpl__valid, dut.ins__ready, dut.resident, dut.clear):
+        for s in (dut.acc__valid, dut.fetch__ready, dut.cpl__valid, dut.ins__ready, dut.chk__ready, dut.rsp__valid,
+                  dut.clear):
             s.value = 0
         self.configure(M.PrefetchConfig())
         for _ in range(3):
@@ -130,7 +138,15 @@ class PrefetchEnv:
             d.acc__valid.value = 1
         else:
             d.acc__valid.value = 0
-        d.resident.value = int(self.last_chk is not None and self.tracker.resident(*self.last_chk))
+        d.chk__ready.value = int(rng.random() < self.chk_ready_prob)
+        if self.rsp_offer is None:
+            if self.lookups_pending and self.lookups_pending[0][0] <= self.cycles:
+                # the answer is read when it is first offered, and held until taken
+                self.rsp_offer = int(self.tracker.resident(*self.lookups_pending[0][1]))
+            elif not self.lookups_pending and self.bad_rsp_prob and rng.random() < self.bad_rsp_prob:
+                self.rsp_offer = "bad"         # an answer nobody asked for
+        d.rsp__valid.value = int(self.rsp_offer is not None)
+        d.rsp__payload.value = self.rsp_pack.pack({"resident": int(self.rsp_offer == 1)})
         d.fetch__ready.value = int(rng.random() < self.fetch_ready_prob)
         d.ins__ready.value = int(rng.random() < self.ins_ready_prob)
         if self.cpl_offer is None:
@@ -151,7 +167,9 @@ class PrefetchEnv:
         d = self.dut
         acc = self.acc_pack.unpack(int(d.acc__payload.value))
         return M.Inputs(acc_valid=int(d.acc__valid.value), acc_queue=acc["queue"], acc_pos=acc["pos"],
-                        acc_write=acc["write"], acc_hit=acc["hit"], resident=int(d.resident.value),
+                        acc_write=acc["write"], acc_hit=acc["hit"], chk_ready=int(d.chk__ready.value),
+                        rsp_valid=int(d.rsp__valid.value),
+                        rsp_resident=self.rsp_pack.unpack(int(d.rsp__payload.value))["resident"],
                         fetch_ready=int(d.fetch__ready.value), cpl_valid=int(d.cpl__valid.value),
                         cpl_tag=self.cpl_pack.unpack(int(d.cpl__payload.value))["tag"],
                         ins_ready=int(d.ins__ready.value), clear=int(d.clear.value))
@@ -161,8 +179,9 @@ class PrefetchEnv:
         exp = model.outputs(self.cfg, inp)
         fetch = self.fetch_pack.unpack(int(d.fetch__payload.value))
         ins = self.ins_pack.unpack(int(d.ins__payload.value))
-        act = M.Outputs(acc_ready=int(d.acc__ready.value), chk_valid=int(d.chk_valid.value),
-                        chk_queue=int(d.chk_queue.value), chk_pos=int(d.chk_pos.value),
+        chk = self.chk_pack.unpack(int(d.chk__payload.value))
+        act = M.Outputs(acc_ready=int(d.acc__ready.value), chk_valid=int(d.chk__valid.value),
+                        chk_queue=chk["queue"], chk_pos=chk["pos"], rsp_ready=int(d.rsp__ready.value),
                         fetch_valid=int(d.fetch__valid.value), fetch_queue=fetch["queue"], fetch_pos=fetch["pos"],
                         fetch_tag=fetch["tag"], cpl_ready=int(d.cpl__ready.value), ins_valid=int(d.ins__valid.value),
                         ins_queue=ins["queue"], ins_pos=ins["pos"])
@@ -180,7 +199,7 @@ class PrefetchEnv:
             self.sb_ins.actual((act.ins_queue, act.ins_pos))
         # everything else, every cycle (payloads only where they are valid)
         def snap(o: M.Outputs, counters):
-            return (o.acc_ready, o.chk_valid, (o.chk_queue, o.chk_pos) if o.chk_valid else None,
+            return (o.acc_ready, o.chk_valid, (o.chk_queue, o.chk_pos) if o.chk_valid else None, o.rsp_ready,
                     o.fetch_valid, o.cpl_ready, o.ins_valid, counters)
         self.sb_cycle.expect((self.cycles, snap(exp, tuple(model.counters[k] for k in M.COUNTERS))))
         self.sb_cycle.actual((self.cycles, snap(act, tuple(int(getattr(d, k).value) for k in M.COUNTERS))))
@@ -196,7 +215,13 @@ class PrefetchEnv:
             if self.first_accept is None:
                 self.first_accept = self.cycles
             self.last_accept = self.cycles
-        self.last_chk = (act.chk_queue, act.chk_pos) if act.chk_valid else None
+        if act.chk_valid and inp.chk_ready:
+            self.lookups_pending.append([self.cycles + self.rng.randint(*self.lookup_latency),
+                                         (act.chk_queue, act.chk_pos)])
+        if inp.rsp_valid and act.rsp_ready:
+            if self.rsp_offer != "bad":
+                self.lookups_pending.pop(0)
+            self.rsp_offer = None
         if act.fetch_valid and inp.fetch_ready:
             self.mover.append([self.cycles + self.rng.randint(*self.latency), act.fetch_tag])
         if inp.cpl_valid and act.cpl_ready:
@@ -228,10 +253,13 @@ class PrefetchEnv:
     async def drain(self, limit=20_000):
         self.acc_prob = 0.0
         self.bad_cpl_prob = 0.0
+        self.bad_rsp_prob = 0.0
         for _ in range(limit):
             await self.cycle()
-            if (not self.model.slots and self.model.s1 is None and self.model.s2 is None and not self.mover
-                    and self.cpl_offer is None and all(e is None for e in self.model.inflight)):
+            m = self.model
+            if (not m.slots and m.c0 is None and not m.lq and m.s2 is None and not self.mover
+                    and self.cpl_offer is None and self.rsp_offer is None
+                    and all(e is None for e in m.inflight)):
                 break
         for _ in range(4):
             await self.cycle()
@@ -303,6 +331,8 @@ async def test_random_backpressure(dut):
         env.acc_prob = rng.choice((1.0, 0.7))
         env.fetch_ready_prob = rng.choice((1.0, 0.6))
         env.ins_ready_prob = rng.choice((1.0, 0.5))
+        env.chk_ready_prob = rng.choice((1.0, 0.6))
+        env.lookup_latency = rng.choice(((1, 1), (1, 4), (2, 9)))
         await env.run(random_accesses(rng, per, nq, 24) + (edge_accesses(env.pw, 1 << env.qb) if k == 0 else []), cfg)
         await env.drain()
         if k == 3:
@@ -341,7 +371,7 @@ async def test_trace_driven(dut):
 @cocotb.test()
 async def test_overflow_rate_and_bad_completions(dut):
     """A full queue drops its oldest request (counted) or stalls the input; rate limit holds;
-    completions of idle tags are counted and produce no insert."""
+    completions of idle tags and answers to no lookup are counted and change nothing else."""
     rng = test_rng()
     env = PrefetchEnv(dut, rng)
     await env.start()
@@ -361,11 +391,16 @@ async def test_overflow_rate_and_bad_completions(dut):
     assert env.model.counters["prefetches"] - issued_before <= 2 * (span // 16 + 2)
     assert env.model.counters["stall_cycles"] > 0
     env.bad_cpl_prob = 0.3
-    env.acc_prob = 1.0
+    env.bad_rsp_prob = 0.2
+    env.acc_prob = 0.3                   # idle stretches: answers to no lookup can be offered
     await env.run(random_accesses(rng, 400, 2, 16), M.PrefetchConfig(window=2, trigger_all=1))
     await env.drain()
+    env.bad_rsp_prob = 0.5               # and, with nothing looked up at all, stray answers
+    for _ in range(40):
+        await env.cycle()
+    await env.drain()
     env.check()
-    assert env.model.counters["bad_completions"] > 0
+    assert env.model.counters["bad_completions"] > 0 and env.model.counters["bad_responses"] > 0
     dut._log.info("overflow/rate/bad: counters %s", env.model.counters)
 
 
@@ -407,7 +442,8 @@ async def test_throughput(dut):
     dut._log.info("throughput: %d accesses in %d cycles = %.4f/cycle", env.accepted, span, rate)
     report_metric("prefetch.events_per_cycle", round(rate, 6), "events/cycle",
                   {"events": env.accepted, "window": 4, "trigger": "read", "overflow": "drop-oldest",
-                   "rate": "8/64 cycles", "depth": env.model.depth, "tags": env.model.tags})
+                   "rate": "8/64 cycles", "depth": env.model.depth, "tags": env.model.tags,
+                   "lookup_latency": "1-4"})
     assert env.accepted == n
     # the same stream in stall mode, W = 1 on misses, no rate limit: what stalling costs the input
     env.accepted, env.first_accept = 0, None
