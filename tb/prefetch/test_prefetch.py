@@ -4,7 +4,7 @@ Every cycle the bench drives all inputs, samples them and every output in the
 ReadOnly phase, asks the model what the outputs must be for those inputs, and
 ticks the model. Three in-order scoreboards compare: the fetch commands and the
 tracker inserts (transactions, on their handshakes) and a per-cycle snapshot of
-every other output (ready, lookup port, valids, the ten counters).
+every other output (ready, lookup port, valids, all eleven counters).
 
 The environment around the engine is modelled too: a tracker with an LRU fast
 tier of ``CAPACITY`` entries per queue (it answers lookups in order after a random
