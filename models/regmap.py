@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "8a7b97704e23a57dbf454d42155fb69bfd92b9a62e1a1c3545e711ffd5a28f79"
+SOURCE_SHA256 = "87cafe2fba9a0ef54b29970ed9fe30c48a258cd67980cd12d3cc4462b1760f0e"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -126,7 +126,7 @@ REGISTERS = (
     Register('PREFETCH_HITS', 0x138, 64, external=False, desc='Reads that hit a prefetched entry not touched since.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('PREFETCH_DROPS', 0x140, 64, external=False, desc='Prefetches dropped by queue overflow or rate limit.', fields=(
+    Register('PREFETCH_DROPS', 0x140, 64, external=False, desc='Candidate positions dropped by prefetch-queue overflow (drop-oldest mode); rate-limited prefetches wait, they are not dropped.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('BISNP_SENT', 0x148, 64, external=False, desc='BISnp messages sent.', fields=(

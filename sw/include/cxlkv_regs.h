@@ -295,10 +295,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_A8122569__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_A8122569__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_7292d94c
-#define CXLKV_REGS__COUNTER_T_DESC_7292D94C__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_7292D94C__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_7292D94C__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_f8213afe
+#define CXLKV_REGS__COUNTER_T_DESC_F8213AFE__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_F8213AFE__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_F8213AFE__COUNT_bw 64
 
 // reg - cxlkv_regs::counter_t_desc_2d7a4a0f
 #define CXLKV_REGS__COUNTER_T_DESC_2D7A4A0F__COUNT_bm 0xffffffffffffffff
