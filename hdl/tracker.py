@@ -337,7 +337,7 @@ class Tracker(wiring.Component):
             with m.If(key_ready & ~pinned):
                 m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
                 m.d.sync += bk.eq(key[:g.bb])
-                m.next = "INS_BRD"
+                m.next = "INS_W"
             with m.Else():
                 m.next = "INSERT"
 
@@ -485,7 +485,11 @@ class Tracker(wiring.Component):
                     goto_insert()
                 with m.Elif(qs.ehead[g.pb]):
                     m.d.sync += [victim.eq(qs.ehead), from_expired.eq(1)]
-                    m.next = "VIC_RD"
+                    link_read(qs.ehead)       # the victim's link word: issued here, or retried in VIC_RD
+                    with m.If(self.link_req.ready):
+                        m.next = "VIC_WAIT"
+                    with m.Else():
+                        m.next = "VIC_RD"
                 with m.Elif(ffs_any):
                     m.d.sync += [bk.eq(ffs_key[:g.bb]), from_expired.eq(0)]
                     m.next = "VIC_BRD"        # the bucket read is under way
@@ -575,17 +579,18 @@ class Tracker(wiring.Component):
                     with m.If(self.link_req.ready):
                         m.next = "EMIT"
                 with m.Else():
-                    m.next = "INS_BRD"
-            with m.State("INS_BRD"):
+                    m.next = "INS_W"
+            with m.State("INS_W"):               # the bucket read started in the state before
                 bw = data.View(blay, b_rd.data)
                 occupied = (qs.bitmap >> bk)[0]
-                m.d.sync += [bh.eq(Mux(occupied, bw.head, NULL)), bt.eq(Mux(occupied, bw.tail, NULL))]
-                m.next = "INS_W"
-            with m.State("INS_W"):
+                head_now = Mux(occupied, bw.head, NULL)
+                tail_now = Mux(occupied, bw.tail, NULL)
+                m.d.comb += b_rd.addr.eq(Cat(bk, q))         # held while the link port stalls
+                m.d.sync += [bh.eq(head_now), bt.eq(tail_now)]
                 with m.If(qs.dense):
-                    link_write(pos_ptr, WM_ALL, prev=NULL, nxt=bh, key_=key, res=1)
+                    link_write(pos_ptr, WM_ALL, prev=NULL, nxt=head_now, key_=key, res=1)
                 with m.Else():
-                    link_write(pos_ptr, WM_ALL, prev=bt, nxt=NULL, key_=key, res=1)
+                    link_write(pos_ptr, WM_ALL, prev=tail_now, nxt=NULL, key_=key, res=1)
                 with m.If(self.link_req.ready):
                     m.next = "INS_N"
             with m.State("INS_N"):
