@@ -21,6 +21,15 @@ def add_arguments(p):
     c = sub.add_parser("config", help="show the configuration, or set NAME=VALUE pairs")
     c.add_argument("settings", nargs="*", metavar="NAME=VALUE")
     c.add_argument("--json", action="store_true")
+    r = sub.add_parser("replay", help="drive a trace through the device's tracker; print its counters "
+                                      "with the keys of `cxlkv policy replay --json` (sim, model)")
+    r.add_argument("trace", help="trace file (.npz)")
+    r.add_argument("--entries", "-C", required=True,
+                   help="fast-tier entries per queue, or a percentage of the trace's context (e.g. 10%%)")
+    r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="hw parameter: hw_alpha, hw_tau, hw_pinned (registers); the others must equal the "
+                        "device's build (repeatable)")
+    r.add_argument("--json", action="store_true")
 
 
 def _transport(args):
@@ -52,6 +61,8 @@ def run(args):
 
     from cxlkv.errors import CxlkvError
     from cxlkv.sw.driver import CONFIG_FIELDS, SyncDevice
+    if args.ctl_cmd == "replay":
+        return _replay(args)
     with SyncDevice(_transport(args)) as dev:
         if args.ctl_cmd == "info":
             out = dev.info()
@@ -71,4 +82,33 @@ def run(args):
                 dev.configure(**settings)
             out = dev.config()
         print(json.dumps(out) if args.json else _table(out))
+    return 0
+
+
+def _replay(args):
+    import json
+
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models.trace import load_trace
+    from cxlkv.sw.cli_policy import _budget
+    from cxlkv.sw.driver import SyncDevice
+    trace = load_trace(args.trace)           # refused whole if malformed, before the device starts
+    entries = _budget(args.entries, trace)      # the same reading of --entries as `policy replay`
+    overrides = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE")
+        try:
+            overrides[name] = int(value, 0)
+        except ValueError:
+            raise CxlkvError(f"bad value in --param {item!r}: an integer is needed") from None
+    with SyncDevice(_transport(args)) as dev:
+        out = dev.replay(trace, entries, **overrides)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        keys = ("policy", "entries", "events", "reads", "read_hits", "hit_rate", "writes", "fills", "evictions",
+                "prefetches", "prefetch_hits", "attention_recall", "no_victim", "transport")
+        print(_table({k: out[k] for k in keys}))
     return 0

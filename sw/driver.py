@@ -57,6 +57,8 @@ CONFIG_FIELDS = {
 class Device:
     def __init__(self, transport: Transport):
         self.t = transport
+        #: the decision records (transport.DECISION_DTYPE) of the last replay, one per event
+        self.last_decisions = None
 
     @classmethod
     async def open(cls, transport: Transport) -> "Device":
@@ -150,8 +152,102 @@ class Device:
         await self.write_fields("FMT_SEL", queue=queue)
         return (await self.read_fields("FMT_DATA"))["format"]
 
+    async def replay(self, trace, entries: int, **overrides) -> dict:
+        """Drive ``trace`` through the device's tracker with ``entries`` per queue; the device's
+        counters under the keys of ``cxlkv policy replay --json`` (docs/controller.md, "Replay").
+
+        ``overrides`` are ``hw`` policy parameters: ``hw_alpha``, ``hw_tau`` and ``hw_pinned``
+        go to ALPHA, TAU and PINS; the others have no register yet and must equal the device's
+        elaboration parameters (known to the sim and model transports; the defaults assumed
+        otherwise); ``window`` must be 0 (no prefetch in the top yet).
+        """
+        from cxlkv.models import policy as P
+        from cxlkv.models.controller import TrackerStatics
+        return await _replay(self, trace, entries, overrides, P, TrackerStatics)
+
     async def close(self):
         await self.t.close()
+
+
+#: hw parameters the top fixes at elaboration (no register yet)
+STATIC_PARAMS = ("hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_write_sample", "hw_read_credit")
+
+
+async def _replay(dev: Device, trace, entries, overrides, P, TrackerStatics):
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE, FLAG_ERROR, FLAG_HIT
+    params = P.make_params("hw", **overrides)
+    if params.window:
+        raise ConfigError("the controller has no prefetch engine yet: window must be 0")
+    known = (dev.t.params or {})
+    statics = TrackerStatics(**{k: v for k, v in known.items() if k in STATIC_PARAMS})
+    for name in STATIC_PARAMS:
+        if getattr(params, name) != getattr(statics, name):
+            raise ConfigError(f"{name} = {getattr(params, name)} differs from the device's {getattr(statics, name)}: "
+                              f"it is fixed when the controller is built (no register yet)")
+    pins = regmap.BY_NAME["PINS"].field("first_n")
+    if params.hw_pinned > pins.range_max:
+        raise ConfigError(f"hw_pinned = {params.hw_pinned}: the device pins at most {pins.range_max} positions")
+    budget = regmap.BY_NAME["QUEUE_BUDGET"].field("entries")
+    if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or \
+            not budget.range_min <= entries <= budget.range_max:
+        raise ConfigError(f"entries must be an integer in {budget.range_min}..{budget.range_max}, got {entries!r}")
+    info = await dev.info()
+    if "tracker" not in info["caps"]:
+        raise DeviceError("this device has no tracker (CAPS.tracker = 0): it cannot replay a trace")
+    n_pos = 1 << info["entries_log2"]
+    maxpos = int(trace.pos.max()) if len(trace) else 0
+    if trace.n_layers > info["n_layers"] or trace.n_kv_heads > info["n_kv_heads"] or maxpos >= n_pos:
+        raise DeviceError(f"the trace's geometry ({trace.n_layers} layers x {trace.n_kv_heads} KV heads, positions up to "
+                          f"{maxpos}) exceeds the device's ({info['n_layers']} x {info['n_kv_heads']}, {n_pos} positions)")
+    if len(trace) and int(trace.step.min()) < 0:
+        raise DeviceError(f"the trace has negative steps (first at event {int(np.flatnonzero(trace.step < 0)[0])}): "
+                          "the device's step counter is unsigned")
+
+    # disabled: the tracker and its memories are held cleared; configure; enable; clear counters
+    await dev.write_fields("CONTROL", enable=0)
+    from cxlkv.models import scoring as S
+    alpha, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)      # α = 0 is applied as 1 by both
+    await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
+    await dev.write_fields("CONTROL", enable=1)
+    await dev.clear_counters()
+
+    rec = np.zeros(len(trace), EVENT_DTYPE)
+    rec["layer"], rec["head"], rec["position"] = trace.layer, trace.head, trace.pos
+    rec["step"] = trace.step.astype(np.int64)
+    x = np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5)     # policy.score_to_uq16
+    rec["sample"] = np.minimum(x, 65535).astype(np.int64)
+    rec["write"] = trace.op != 0
+    dec = await dev.t.events(rec)
+    dev.last_decisions = dec
+    c = await dev.counters()
+
+    # attention_recall: the float scores of the reads that hit, summed per queue in event order
+    # and then over queues, exactly as policy.replay sums them (a host figure from the decisions)
+    hit = (dec["flags"] & FLAG_HIT) != 0
+    is_read = trace.op == 0
+    q = trace.queue
+    sums = np.zeros((trace.n_queues, 2), np.float64)
+    for qi in range(trace.n_queues):
+        sel = (q == qi) & is_read
+        s = trace.score[sel].astype(np.float64)
+        if len(s):
+            sums[qi, 0] = np.cumsum(s)[-1]
+            sh = trace.score[sel & hit].astype(np.float64)
+            sums[qi, 1] = np.cumsum(sh)[-1] if len(sh) else 0.0
+    sr, sh = (float(v) for v in sums.sum(axis=0))
+    reads, hits = c["reads"], c["read_hits"]
+    return {
+        "policy": "hw", "entries": int(entries), "events": reads + c["writes"], "reads": reads, "read_hits": hits,
+        "hit_rate": hits / reads if reads else 0.0, "writes": c["writes"], "fills": c["fills"],
+        "evictions": c["evictions"], "prefetches": c["prefetches"], "prefetch_hits": c["prefetch_hits"],
+        "attention_recall": sh / sr if sr > 0 else 0.0,
+        "no_victim": c["victim_none"], "stall_cycles": c["stall_cycles"],
+        "decision_errors": int(((dec["flags"] & FLAG_ERROR) != 0).sum()),
+        "n_queues": trace.n_queues, "params": P.policy_param_dict("hw", params),
+        "transport": dev.t.name,
+    }
 
 
 class SyncDevice:

@@ -35,8 +35,24 @@ class BusError(TransportError):
         super().__init__(f"{op} at {addr:#05x} answered {'SLVERR' if resp == 2 else 'DECERR' if resp == 3 else resp}")
 
 
+#: one access event for :meth:`Transport.events` (the harness's EVENT_RECORD, cxlkv.tb.vharness)
+EVENT_DTYPE = [("layer", "<u2"), ("head", "<u2"), ("position", "<u4"), ("step", "<u4"), ("sample", "<u2"),
+               ("write", "u1"), ("pad", "u1")]
+#: one decision: victim position and flags (bit 0 hit, 1 inserted, 2 victim_valid, 3 no_victim, 4 error)
+DECISION_DTYPE = [("victim", "<u4"), ("flags", "u1"), ("pad", "V3")]
+FLAG_HIT, FLAG_INSERTED, FLAG_VICTIM, FLAG_NO_VICTIM, FLAG_ERROR = 1, 2, 4, 8, 16
+#: events per harness message (the tracker's state carries across messages)
+EVENTS_PER_MESSAGE = 1 << 16
+
+
+class EventPortError(TransportError):
+    """The device did not take the events (no tracker, CONTROL.enable = 0, or a record that does not fit)."""
+
+
 class Transport(abc.ABC):
     name = "abstract"
+    #: the top's elaboration parameters, where the transport knows them (sim, model)
+    params: dict | None = None
 
     @abc.abstractmethod
     async def read32(self, addr: int) -> int:
@@ -45,6 +61,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def write32(self, addr: int, value: int) -> None:
         """Write one 32-bit word; raise BusError on an error response."""
+
+    async def events(self, records):
+        """Stream access events (a numpy array of EVENT_DTYPE) into the device's event port;
+        returns one DECISION_DTYPE record per event, in order."""
+        raise TransportError(f"the {self.name} transport cannot inject access events: on hardware they come "
+                             "from CXL.mem traffic (use --transport sim or model)")
 
     async def close(self) -> None:
         pass
@@ -58,6 +80,29 @@ class ModelTransport(Transport):
         from cxlkv.models.controller import ControllerModel
         self.model = ControllerModel(**params)
         self.regs = self.model.regs
+        self.params = dict(params)
+
+    async def events(self, records):
+        import numpy as np
+        m = self.model
+        out = np.zeros(len(records), DECISION_DTYPE)
+        if len(records) == 0:
+            return out
+        pb = m.entries_log2
+        lb, hb = (max(1, (n - 1).bit_length()) for n in (m.n_layers, m.n_kv_heads))
+        bad = ((records["layer"] >> lb) != 0) | ((records["head"] >> hb) != 0) | \
+            ((records["position"] >> pb) != 0) | (records["write"] > 1)
+        if bad.any():
+            raise EventPortError(f"event record {int(np.flatnonzero(bad)[0])} does not fit the device's event port")
+        recs = zip(*(records[k].tolist() for k in ("layer", "head", "position", "write", "sample", "step")))
+        decisions = m.events(list(recs))
+        if decisions is None:
+            raise EventPortError(f"the device's event port stalled after 0 of {len(records)} events "
+                                 "(no tracker in this build, or CONTROL.enable = 0)")
+        for i, (hit, ins, vv, nv, err, victim) in enumerate(decisions):
+            out[i]["victim"] = victim
+            out[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
+        return out
 
     async def read32(self, addr):
         value, resp = self.model.read32(addr)
@@ -126,9 +171,11 @@ class SimTransport(Transport):
         import tempfile
 
         from cxlkv.hdl.controller import Controller
-        from cxlkv.tb.vharness import build_harness
+        from cxlkv.tb.vharness import build_harness, event_ports
+        top = Controller(**params)
+        self._has_events = event_ports(top) is not None
         try:
-            exe = build_harness(Controller(**params), "controller")
+            exe = build_harness(top, "controller")
         except RuntimeError as exc:
             raise TransportError(f"cannot build the simulation harness: {exc}") from None
         self._dir = tempfile.TemporaryDirectory(prefix="cxlkv-sim-")
@@ -144,20 +191,28 @@ class SimTransport(Transport):
         self.sock.settimeout(timeout_s)
         self.sock.connect(path)
         self.cycles = 0
+        self.params = dict(params)
 
-    def _call(self, op: int, a: int = 0, b: int = 0) -> tuple[int, int]:
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise TransportError("simulation harness closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _call(self, op: int, a: int = 0, b: int = 0, payload: bytes = b"", answer: int = 0):
         import socket
         try:
-            self.sock.sendall(struct.pack("<BII", op, a & 0xFFFFFFFF, b & 0xFFFFFFFF))
-            buf = b""
-            while len(buf) < 13:
-                chunk = self.sock.recv(13 - len(buf))
-                if not chunk:
-                    raise TransportError("simulation harness closed the connection")
-                buf += chunk
+            self.sock.sendall(struct.pack("<BII", op, a & 0xFFFFFFFF, b & 0xFFFFFFFF) + payload)
+            buf = self._recv(13)
+            extra = self._recv(answer) if answer else b""
         except socket.timeout:
             raise TransportError("simulation harness did not answer in time") from None
         status, value, self.cycles = struct.unpack("<BIQ", buf)
+        if answer:
+            return status, value, extra
         if status == 0xFF:
             raise TransportError(f"the simulated bus did not answer (op {op} at {a:#x})")
         return status, value
@@ -172,6 +227,27 @@ class SimTransport(Transport):
         status, _ = self._call(2, addr, value)
         if status:
             raise BusError("write", addr, status)
+
+    async def events(self, records):
+        import numpy as np
+        from cxlkv.tb.vharness import OP_EVENTS, STATUS_BAD_RECORD, STATUS_STALLED
+        records = np.ascontiguousarray(records, dtype=EVENT_DTYPE)
+        if not self._has_events:
+            raise EventPortError("this build of the controller has no tracker (no event port)")
+        parts = []
+        for lo in range(0, len(records), EVENTS_PER_MESSAGE):
+            chunk = records[lo:lo + EVENTS_PER_MESSAGE]
+            n = len(chunk)
+            status, value, answer = self._call(OP_EVENTS, n, 1, chunk.tobytes(), answer=8 * n)
+            if status == STATUS_BAD_RECORD:
+                raise EventPortError(f"event record {lo + value} does not fit the device's event port")
+            if status == STATUS_STALLED:
+                raise EventPortError(f"the device's event port stalled after {lo + value} of {len(records)} events "
+                                     "(no tracker in this build, or CONTROL.enable = 0)")
+            if status:
+                raise TransportError(f"simulation harness answered status {status:#x} to a batch of events")
+            parts.append(np.frombuffer(answer, DECISION_DTYPE))
+        return np.concatenate(parts) if parts else np.zeros(0, DECISION_DTYPE)
 
     def step(self, cycles: int) -> int:
         """Run the clock; returns the cycle count."""
