@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
-from cxlkv.hdl.tracker import META_BITS, Tracker
+from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import regmap
 from cxlkv.models.controller import COUNTER_SOURCES, TrackerStatics, tracker_placement
 
@@ -124,15 +124,16 @@ class Controller(wiring.Component):
         self.statics = TrackerStatics(**statics)
         self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
         ports = {"s_axil": In(AXI4LiteSignature()), "irq": Out(1)}
-        self.tracker = None
+        self.geom = None
         if self.placement != "none":
-            self.tracker = Tracker(n_layers, n_kv_heads, 1 << entries_log2, self.statics.n_buckets)
-            g = self.tracker.geom
+            self.geom = g = Geometry(n_layers, n_kv_heads, 1 << entries_log2, self.statics.n_buckets)
             ports["event"] = In(stream.Signature(g.event_layout()))
             ports["decision"] = Out(stream.Signature(g.decision_layout()))
-            if self.placement == "external":
-                for name in ("meta_req", "meta_resp", "link_req", "link_resp"):
-                    ports[name] = self.tracker.signature.members[name]    # same direction as the tracker's
+            if self.placement == "external":            # the tracker's memory ports, same directions
+                ports["meta_req"] = Out(stream.Signature(g.meta_req_layout()))
+                ports["meta_resp"] = In(stream.Signature(META_BITS))
+                ports["link_req"] = Out(stream.Signature(g.link_req_layout()))
+                ports["link_resp"] = In(stream.Signature(g.link_layout().size))
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -178,13 +179,13 @@ class Controller(wiring.Component):
                 m.d.sync += [rdata.eq(Mux(word[0], cold_rd.data[32:], cold_rd.data[:32])), err.eq(ext.we)]
         m.d.comb += [ext.rdata.eq(rdata), ext.err.eq(err)]
 
-        if self.tracker is not None:
+        if self.geom is not None:
             self._elaborate_tracker(m, regs)
         return m
 
     def _elaborate_tracker(self, m, regs):
-        trk = self.tracker
-        g = trk.geom
+        g = self.geom
+        trk = Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
         st = self.statics
         m.d.comb += regs.caps_tracker.eq(1)
 

@@ -157,6 +157,10 @@ class MmioTransport(Transport):
         os.close(self.fd)
 
 
+#: harness executables built in this process, by Controller parameters
+_HARNESSES: dict = {}
+
+
 class SimTransport(Transport):
     """The Verilated controller in a C++ harness (cxlkv.tb.vharness), started and stopped here.
 
@@ -170,14 +174,16 @@ class SimTransport(Transport):
         import subprocess
         import tempfile
 
-        from cxlkv.hdl.controller import Controller
-        from cxlkv.tb.vharness import build_harness, event_ports
-        top = Controller(**params)
-        self._has_events = event_ports(top) is not None
-        try:
-            exe = build_harness(top, "controller")
-        except RuntimeError as exc:
-            raise TransportError(f"cannot build the simulation harness: {exc}") from None
+        key = tuple(sorted(params.items()))
+        if key not in _HARNESSES:            # generating the Verilog to find the cached build takes seconds
+            from cxlkv.hdl.controller import Controller
+            from cxlkv.tb.vharness import build_harness, event_ports
+            top = Controller(**params)
+            try:
+                _HARNESSES[key] = (build_harness(top, "controller"), event_ports(top) is not None)
+            except RuntimeError as exc:
+                raise TransportError(f"cannot build the simulation harness: {exc}") from None
+        exe, self._has_events = _HARNESSES[key]
         self._dir = tempfile.TemporaryDirectory(prefix="cxlkv-sim-")
         path = f"{self._dir.name}/sock"
         self.proc = subprocess.Popen([str(exe), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

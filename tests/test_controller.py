@@ -83,7 +83,185 @@ def test_driver_same_answers_over_sim_and_model(sim):
 
 
 def test_full_geometry_elaborates():
+    """The Llama-70B top with the tracker's memories as ports elaborates (its Verilog is generated and
+    linted as `controller_llama70b` by tests/test_lint.py); 'auto' leaves the tracker out of a geometry
+    whose memories do not fit on chip (the FPGA board tops)."""
+    from amaranth.hdl import Fragment
+
     from cxlkv.hdl.controller import Controller
-    from cxlkv.tb.runner import generate_verilog
-    assert "module controller" in generate_verilog(Controller(n_layers=80, n_kv_heads=8, entries_log2=17),
-                                                   "controller")
+    top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external")
+    assert {"event", "decision", "meta_req", "link_resp"} <= set(top.signature.members)
+    Fragment.get(top, None)
+    from cxlkv.models.controller import tracker_placement
+    assert tracker_placement("auto", 32 * 8, 1 << 13) == "none"
+    assert tracker_placement("auto", 4 * 2, 1 << 10) == "onchip"
+    with pytest.raises(ValueError, match="tracker must be"):
+        tracker_placement("dram", 8, 1024)
+
+
+# ------------------------------------------------------------------ the tracker in the top: replay
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from cxlkv.errors import CxlkvError  # noqa: E402
+from cxlkv.models import policy as P  # noqa: E402
+from cxlkv.models.trace import Trace, load_trace, save_trace  # noqa: E402
+from cxlkv.sw.driver import DeviceError  # noqa: E402
+from cxlkv.sw.transport import EVENT_DTYPE, FLAG_NO_VICTIM, FLAG_VICTIM, EventPortError, MmioTransport  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "traces" / "tiny_llama_stdlib_thr001.npz"
+COUNTS = ("events", "reads", "read_hits", "writes", "fills", "evictions", "no_victim", "hit_rate",
+          "attention_recall", "prefetches", "prefetch_hits")
+
+
+def _device(t):
+    dev = SyncDevice.__new__(SyncDevice)
+    dev._loop = asyncio.new_event_loop()
+    from cxlkv.sw.driver import Device
+    dev._dev = dev._loop.run_until_complete(Device.open(t))
+    return dev
+
+
+@pytest.fixture()
+def sim_dev(sim):
+    dev = _device(sim)
+    yield dev
+    dev._loop.close()
+
+
+def _codes(decisions):
+    """policy.replay's record_victims codes from decision records."""
+    f = decisions["flags"]
+    return np.where(f & FLAG_VICTIM, decisions["victim"].astype(np.int64), np.where(f & FLAG_NO_VICTIM, -2, -1))
+
+
+def _check_replay(dev, trace, entries, **params):
+    got = dev.replay(trace, entries, **params)
+    res = P.replay(trace, "hw", entries, record_victims=True, **params)
+    exp = res.summary()
+    assert {k: got[k] for k in COUNTS} == {k: exp[k] for k in COUNTS}, (entries, params)
+    # and every decision, event for event: the victim the whole top chose is the policy's
+    assert np.array_equal(_codes(dev.last_decisions), res.victims), (entries, params)
+    return got
+
+
+def random_trace(rng, n=3000, n_layers=3, n_kv_heads=2, n_pos=200, write_frac=0.1):
+    """A conformant trace: steps non-decreasing (mostly repeats, jumps up to 60), hot and cold positions."""
+    steps = np.cumsum(np.where(rng.random(n) < 0.1, rng.integers(1, 61, n), 0)).astype(np.int32)
+    hot = rng.integers(0, n_pos, 12)
+    pos = np.where(rng.random(n) < 0.5, rng.choice(hot, n), rng.integers(0, n_pos, n)).astype(np.uint32)
+    op = (rng.random(n) < write_frac).astype(np.uint8)
+    score = np.where(op == 0, rng.random(n) ** 3, 0).astype(np.float32)
+    return Trace(steps, rng.integers(0, n_layers, n).astype(np.uint16), rng.integers(0, n_kv_heads, n).astype(np.uint16),
+                 pos, op, score, n_layers, n_kv_heads).validate()
+
+
+def test_replay_shipped_trace_sim_equals_policy_hw(sim_dev):
+    """Issue 9's bar: `ctl --transport sim replay` counts = `policy replay --policy hw`, on a shipped trace;
+    two budgets on one device (the second replay starts from the cleared state, CONTROL.enable 0 -> 1)."""
+    trace = load_trace(SHIPPED)
+    for entries in (P.entries_from_budget(trace, 10), 8):
+        got = _check_replay(sim_dev, trace, entries)
+        assert got["evictions"] > 0 and got["stall_cycles"] == 0 and got["decision_errors"] == 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replay_random_traces_sim_equals_policy_hw(sim_dev, seed):
+    rng = np.random.default_rng(seed)
+    trace = random_trace(rng)
+    settings = [(4, {}), (9, {"hw_pinned": 3, "hw_alpha": 0x7000, "hw_tau": 3}), (2, {"hw_pinned": 2, "hw_tau": 5000})]
+    for entries, params in settings:
+        _check_replay(sim_dev, trace, entries, **params)
+
+
+def test_replay_model_transport_equals_policy_hw():
+    dev = _device(ModelTransport(**PARAMS))
+    rng = np.random.default_rng(7)
+    _check_replay(dev, random_trace(rng, n=2000), 5, hw_pinned=1)
+    dev._loop.close()
+
+
+def test_the_replay_comparison_can_fail(sim_dev):
+    """Negative check: the same comparison against the policy at another budget must see a difference."""
+    trace = random_trace(np.random.default_rng(4))
+    got = sim_dev.replay(trace, 6)
+    other = P.replay(trace, "hw", 7, record_victims=True)
+    assert {k: got[k] for k in COUNTS} != {k: other.summary()[k] for k in COUNTS}
+    assert not np.array_equal(_codes(sim_dev.last_decisions), other.victims)
+
+
+def test_replay_refusals(sim_dev):
+    rng = np.random.default_rng(5)
+    base = random_trace(rng, n=50)
+    too_big = Trace(base.step, base.layer, base.head, base.pos, base.op, base.score, 5, 2)
+    with pytest.raises(DeviceError, match="exceeds the device"):
+        sim_dev.replay(too_big, 4)
+    far = Trace(base.step, base.layer, base.head, base.pos + 1000, base.op, base.score, 3, 2)
+    with pytest.raises(DeviceError, match="positions up to"):
+        sim_dev.replay(far, 4)
+    neg = Trace(base.step - 10, base.layer, base.head, base.pos, base.op, base.score, 3, 2)
+    with pytest.raises(DeviceError, match="negative steps"):
+        sim_dev.replay(neg, 4)
+    with pytest.raises(ConfigError, match="hw_bucket_bits"):
+        sim_dev.replay(base, 4, hw_bucket_bits=2)
+    with pytest.raises(ConfigError, match="prefetch"):
+        sim_dev.replay(base, 4, window=2)
+    with pytest.raises(ConfigError, match="pins at most"):
+        sim_dev.replay(base, 4, hw_pinned=100)
+    with pytest.raises(ConfigError, match="entries"):
+        sim_dev.replay(base, 0)
+
+
+@pytest.mark.parametrize("kind", ["sim", "model"])
+def test_event_port_errors_are_the_same_on_sim_and_model(sim, kind):
+    t = sim if kind == "sim" else ModelTransport(**PARAMS)
+    rec = np.zeros(3, EVENT_DTYPE)
+    rec["position"] = [1, 2, 3]
+    with pytest.raises(EventPortError, match="stalled after 0 of 3"):      # CONTROL.enable = 0 (reset)
+        asyncio.run(t.events(rec))
+    bad = rec.copy()
+    bad["position"][1] = 1 << 10                                          # beyond entries_log2 = 10
+    with pytest.raises(EventPortError, match="record 1 does not fit"):
+        asyncio.run(t.events(bad))
+
+
+def test_events_without_an_event_port(tmp_path):
+    f = tmp_path / "bar"
+    f.write_bytes(bytes(4096))
+    t = MmioTransport(str(f))
+    with pytest.raises(CxlkvError, match="cannot inject access events"):
+        asyncio.run(t.events(np.zeros(1, EVENT_DTYPE)))
+    asyncio.run(t.close())
+    none = ModelTransport(n_layers=32, n_kv_heads=8, entries_log2=13)    # 'auto': too large for on-chip RAM
+    assert _access(none, "r", R["CAPS"].offset) == (0, 0)
+    with pytest.raises(EventPortError, match="no tracker"):
+        asyncio.run(none.events(np.zeros(1, EVENT_DTYPE)))
+
+
+def test_counters_clear_and_caps(sim_dev):
+    trace = random_trace(np.random.default_rng(6), n=300)
+    sim_dev.replay(trace, 4)
+    assert sim_dev.counters()["reads"] > 0
+    assert "tracker" in sim_dev.info()["caps"]
+    sim_dev.clear_counters()
+    assert not any(sim_dev.counters().values())
+
+
+def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
+    from cxlkv.sw.cli import main
+    path = tmp_path / "t.npz"
+    save_trace(path, random_trace(np.random.default_rng(8), n=1500))
+    outs = []
+    for argv in (["ctl", "--transport", "sim", "replay", str(path), "--entries", "10%", "--json"],
+                 ["ctl", "--transport", "model", "replay", str(path), "--entries", "10%", "--json"],
+                 ["policy", "replay", str(path), "--policy", "hw", "--entries", "10%", "--json"]):
+        assert main(argv) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    for o in outs[:2]:
+        assert {k: o[k] for k in ("entries", *COUNTS)} == {k: outs[2][k] for k in ("entries", *COUNTS)}
+    assert main(["ctl", "--transport", "model", "replay", str(path), "--entries", "4", "--param", "hw_rank_tau=5"]) == 2
+    assert "fixed when the controller is built" in capsys.readouterr().err
