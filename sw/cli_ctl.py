@@ -13,6 +13,9 @@ def add_arguments(p):
                                     "serial: the port, e.g. /dev/ttyUSB0")
     p.add_argument("--baud", type=int, default=115200, help="serial: baud rate of the board's UART bridge")
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
+    p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
+                   help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
+                        "bitags, tracker, hw_rank_tau, ...; docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
@@ -35,10 +38,16 @@ def add_arguments(p):
 def _transport(args):
     from cxlkv.errors import CxlkvError
     from cxlkv.sw.transport import MmioTransport, ModelTransport, SimTransport
-    if args.transport == "model":
-        return ModelTransport()
-    if args.transport == "sim":
-        return SimTransport()
+    build = _build_params(args.build)
+    if build and args.transport not in ("model", "sim"):
+        raise CxlkvError(f"--build applies to the sim and model transports, not {args.transport}")
+    try:
+        if args.transport == "model":
+            return ModelTransport(**build)
+        if args.transport == "sim":
+            return SimTransport(**build)
+    except (TypeError, ValueError) as exc:
+        raise CxlkvError(f"bad --build parameters: {exc}") from None
     if args.transport == "mmio":
         if not args.device:
             raise CxlkvError("--transport mmio needs --device PATH")
@@ -49,6 +58,23 @@ def _transport(args):
         from cxlkv.sw.serial_transport import SerialTransport
         return SerialTransport(args.device, baud=args.baud)
     raise CxlkvError(f"unknown transport '{args.transport}'")
+
+
+def _build_params(items):
+    from cxlkv.errors import CxlkvError
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CxlkvError(f"bad --build {item!r}: use NAME=VALUE")
+        if name == "tracker":
+            out[name] = value
+            continue
+        try:
+            out[name] = int(value, 0)
+        except ValueError:
+            raise CxlkvError(f"bad value in --build {item!r}: an integer is needed") from None
+    return out
 
 
 def _table(d):

@@ -265,3 +265,8 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
         assert {k: o[k] for k in ("entries", *COUNTS)} == {k: outs[2][k] for k in ("entries", *COUNTS)}
     assert main(["ctl", "--transport", "model", "replay", str(path), "--entries", "4", "--param", "hw_rank_tau=5"]) == 2
     assert "fixed when the controller is built" in capsys.readouterr().err
+    # another build of the device: positions up to 199 do not fit 2^7
+    assert main(["ctl", "--transport", "model", "--build", "entries_log2=7", "replay", str(path), "--entries", "4"]) == 2
+    assert "exceeds the device's (4 x 2, 128 positions)" in capsys.readouterr().err
+    assert main(["ctl", "--transport", "model", "--build", "colour=3", "info"]) == 2
+    assert "bad --build parameters" in capsys.readouterr().err
