@@ -170,7 +170,9 @@ def test_replay_shipped_trace_sim_equals_policy_hw(sim_dev):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_replay_random_traces_sim_equals_policy_hw(sim_dev, seed):
+def test_replay_random_traces_sim_equals_policy_hw(sim_dev, seed, monkeypatch):
+    if seed == 3:      # many harness messages: the tracker's state carries across them
+        monkeypatch.setattr("cxlkv.sw.transport.EVENTS_PER_MESSAGE", 700)
     rng = np.random.default_rng(seed)
     trace = random_trace(rng)
     settings = [(4, {}), (9, {"hw_pinned": 3, "hw_alpha": 0x7000, "hw_tau": 3}), (2, {"hw_pinned": 2, "hw_tau": 5000})]
