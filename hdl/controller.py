@@ -75,7 +75,7 @@ class TrackerMemory(wiring.Component):
             with m.Elif(resp.ready):
                 m.d.sync += pend.eq(0)
             rdata = []
-            for i, (mem, wdata, wen) in enumerate(fields):
+            for mem, wdata, wen in fields:
                 wr = mem.write_port()
                 rd = mem.read_port()                # not transparent: a read never meets a write
                 m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(take & ~req.payload.write),

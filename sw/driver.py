@@ -161,9 +161,7 @@ class Device:
         elaboration parameters (known to the sim and model transports; the defaults assumed
         otherwise); ``window`` must be 0 (no prefetch in the top yet).
         """
-        from cxlkv.models import policy as P
-        from cxlkv.models.controller import TrackerStatics
-        return await _replay(self, trace, entries, overrides, P, TrackerStatics)
+        return await _replay(self, trace, entries, overrides)
 
     async def close(self):
         await self.t.close()
@@ -173,14 +171,17 @@ class Device:
 STATIC_PARAMS = ("hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_write_sample", "hw_read_credit")
 
 
-async def _replay(dev: Device, trace, entries, overrides, P, TrackerStatics):
+async def _replay(dev: Device, trace, entries, overrides):
     import numpy as np
 
+    from cxlkv.models import policy as P
+    from cxlkv.models import scoring as S
+    from cxlkv.models.controller import TrackerStatics
     from cxlkv.sw.transport import EVENT_DTYPE, FLAG_ERROR, FLAG_HIT
     params = P.make_params("hw", **overrides)
     if params.window:
         raise ConfigError("the controller has no prefetch engine yet: window must be 0")
-    known = (dev.t.params or {})
+    known = dev.t.params or {}
     statics = TrackerStatics(**{k: v for k, v in known.items() if k in STATIC_PARAMS})
     for name in STATIC_PARAMS:
         if getattr(params, name) != getattr(statics, name):
@@ -207,7 +208,6 @@ async def _replay(dev: Device, trace, entries, overrides, P, TrackerStatics):
 
     # disabled: the tracker and its memories are held cleared; configure; enable; clear counters
     await dev.write_fields("CONTROL", enable=0)
-    from cxlkv.models import scoring as S
     alpha, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)      # α = 0 is applied as 1 by both
     await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
     await dev.write_fields("CONTROL", enable=1)
