@@ -198,6 +198,8 @@ class SimTransport(Transport):
         self.sock.connect(path)
         self.cycles = 0
         self.params = dict(params)
+        #: the harness throttles batches: gaps before events, decision backpressure (a test of the top)
+        self.throttle = False
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray()
@@ -244,7 +246,8 @@ class SimTransport(Transport):
         for lo in range(0, len(records), EVENTS_PER_MESSAGE):
             chunk = records[lo:lo + EVENTS_PER_MESSAGE]
             n = len(chunk)
-            status, value, answer = self._call(OP_EVENTS, n, 1, chunk.tobytes(), answer=8 * n)
+            flags = 1 | (2 if self.throttle else 0)
+            status, value, answer = self._call(OP_EVENTS, n, flags, chunk.tobytes(), answer=8 * n)
             if status == STATUS_BAD_RECORD:
                 raise EventPortError(f"event record {lo + value} does not fit the device's event port")
             if status == STATUS_STALLED:

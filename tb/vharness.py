@@ -11,7 +11,8 @@ Protocol (little endian), one request at a time:
 ops: 1 READ a -> value, status = AXI resp; 2 WRITE a <- b, status = AXI resp;
      3 STEP b cycles; 4 CYCLES (the cycle count); 5 QUIT;
      6 EVENTS (tops with an ``event``/``decision`` stream pair): a = N events, b = flags
-       (bit 0: answer the decisions). N records of EVENT_RECORD (16 bytes) follow the
+       (bit 0: answer the decisions; bit 1: throttle: random gaps before events are offered
+       and random decision backpressure, from a fixed pseudo-random sequence). N records of EVENT_RECORD (16 bytes) follow the
        request. The harness checks that every record fits the port's fields (else status
        0xFC, value = index of the first bad record, nothing is sent), then streams them
        into ``event`` at full speed, honouring ``ready``, while draining ``decision``
@@ -206,7 +207,7 @@ static void store_decision(uint32_t i) {
     memcpy(p, &victim, 4); p[4] = flags;
 }
 
-static int run_events(uint32_t n, uint32_t *done) {
+static int run_events(uint32_t n, uint32_t flags, uint32_t *done) {
     ev_out.assign((size_t)n * 8, 0);
     for (uint32_t i = 0; i < n; i++) {
         Record r = record(i);
@@ -215,10 +216,19 @@ static int run_events(uint32_t n, uint32_t *done) {
     uint32_t sent = 0, got = 0;
     uint64_t idle = 0;
     int status = 0;
+    // flag bit 1: throttle: gaps before an event is offered (valid, once high, stays high until
+    // taken, as lib.stream requires) and decision backpressure, from a fixed pseudo-random sequence
+    bool throttle = flags & 2;
+    uint32_t lcg = 0x2545F491u;
+    auto one_in = [&](uint32_t den) { lcg = lcg * 1103515245u + 12345u; return ((lcg >> 16) % den) == 0; };
     if (n) load_event(0);
-    top->@EV@valid = n > 0;
+    top->@EV@valid = n > 0 && !throttle;
     top->@DEC@ready = 1;
     while (got < n) {
+        if (throttle) {
+            if (sent < n && !top->@EV@valid) top->@EV@valid = one_in(8);   // gaps of 8 cycles on average
+            top->@DEC@ready = one_in(2);
+        }
         top->clk = 0; top->eval();
         bool ev_hs = top->@EV@valid && top->@EV@ready;
         bool dec_hs = top->@DEC@valid && top->@DEC@ready;
@@ -226,7 +236,8 @@ static int run_events(uint32_t n, uint32_t *done) {
         top->clk = 1; top->eval(); cycles++;
         if (ev_hs) {
             sent++;
-            if (sent < n) load_event(sent); else top->@EV@valid = 0;
+            if (sent < n) load_event(sent);
+            top->@EV@valid = sent < n && !throttle;
         }
         if (ev_hs || dec_hs) idle = 0;
         else if (++idle > @STALL_TIMEOUT@ULL) { status = @STATUS_STALLED@; break; }
@@ -241,7 +252,7 @@ static int run_events(uint32_t n, uint32_t *done) {
 _EVENTS_CASE = r"""            case @OP_EVENTS@: {
                 ev_in.resize((size_t)a * 16);
                 if (!read_all(fd, ev_in.data(), ev_in.size())) { lost = true; break; }
-                status = run_events(a, &value);
+                status = run_events(a, b, &value);
                 break;
             }"""
 

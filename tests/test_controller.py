@@ -180,6 +180,18 @@ def test_replay_random_traces_sim_equals_policy_hw(sim_dev, seed, monkeypatch):
         _check_replay(sim_dev, trace, entries, **params)
 
 
+def test_replay_with_gaps_and_decision_backpressure(sim, sim_dev):
+    """The same equality with the harness throttling: events offered after random gaps (8 cycles
+    on average), the decision stream stalled half of the cycles at random; it takes more cycles."""
+    trace = random_trace(np.random.default_rng(9), n=2000)
+    c0 = sim.cycles
+    _check_replay(sim_dev, trace, 5, hw_pinned=2)
+    c1 = sim.cycles
+    sim.throttle = True
+    _check_replay(sim_dev, trace, 5, hw_pinned=2)
+    assert sim.cycles - c1 > c1 - c0 + len(trace)       # the throttle really stalled the tracker
+
+
 def test_replay_model_transport_equals_policy_hw():
     dev = _device(ModelTransport(**PARAMS))
     rng = np.random.default_rng(7)
