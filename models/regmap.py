@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "87cafe2fba9a0ef54b29970ed9fe30c48a258cd67980cd12d3cc4462b1760f0e"
+SOURCE_SHA256 = "1f24a8389fee1a7323305ba6febe77a5c85bc86914b7eeb3bbeb972534bdc0d8"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -32,7 +32,7 @@ REGISTERS = (
         Field('value', 0, 32, 'rw', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('CONTROL', 0x020, 32, external=False, desc='Control', fields=(
-        Field('enable', 0, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Policy logic enabled (0: the device behaves as passive memory).'),
+        Field('enable', 0, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Policy logic enabled. 0 holds the tracker cleared (events wait): each enable starts from the empty state.'),
         Field('decode_lock', 1, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Host marks all queues as in active decode: no victims are taken from them.'),
         Field('phase_override', 2, 2, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=2, desc='Phase override: 0 automatic, 1 force prefill, 2 force decode.'),
         Field('counters_clear', 8, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=True, hwset=False, range_min=None, range_max=None, desc='Write 1: clear every counter (reads as 0).'),
@@ -117,7 +117,7 @@ REGISTERS = (
     Register('EVICTIONS', 0x120, 64, external=False, desc='Entries evicted from the fast tier.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none' (nothing evictable).", fields=(
+    Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none', and demand misses with nothing evictable.", fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('PREFETCHES', 0x130, 64, external=False, desc='Prefetches issued.', fields=(
@@ -156,7 +156,7 @@ REGISTERS = (
     Register('PHASE_CHANGES', 0x188, 64, external=False, desc='Prefill/decode transitions.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('STALL_CYCLES', 0x190, 64, external=False, desc='Cycles the event input was stalled by the metadata port.', fields=(
+    Register('STALL_CYCLES', 0x190, 64, external=False, desc='Cycles the tracker waited on its memory ports.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('COLDLIST_HEAD', 0x200, 32, external=False, desc='Index of the next entry the device writes (CHMU hot-list head).', fields=(

@@ -280,10 +280,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_6E0109F9__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_6E0109F9__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_fc6b6a42
-#define CXLKV_REGS__COUNTER_T_DESC_FC6B6A42__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_FC6B6A42__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_FC6B6A42__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_74d705c3
+#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bw 64
 
 // reg - cxlkv_regs::counter_t_desc_0d5b4710
 #define CXLKV_REGS__COUNTER_T_DESC_0D5B4710__COUNT_bm 0xffffffffffffffff
@@ -345,10 +345,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_0FA4E3FD__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_0FA4E3FD__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_e76ea201
-#define CXLKV_REGS__COUNTER_T_DESC_E76EA201__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_E76EA201__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_E76EA201__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_f8d040b1
+#define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bw 64
 
 // reg - cxlkv_regs::COLDLIST_HEAD
 #define CXLKV_REGS__COLDLIST_HEAD__INDEX_bm 0xffff
