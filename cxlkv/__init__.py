@@ -3,6 +3,7 @@
 Subpackages: cxlkv.hdl (Amaranth gateware), cxlkv.models (golden models),
 cxlkv.tb (cocotb benches and benchmarks), cxlkv.sw (driver and CLI).
 """
+import contextlib
 import os
 from pathlib import Path
 
@@ -27,3 +28,18 @@ def build_dir() -> Path:
     if "CXLKV_BUILD" in os.environ:
         return Path(os.environ["CXLKV_BUILD"]).resolve()
     return (repo_root() or Path.cwd()) / "build"
+
+
+@contextlib.contextmanager
+def patched_environ(values: dict):
+    """Set environment variables for the duration of a block, then restore them exactly."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -152,7 +152,6 @@ class LineQuantizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        tw = self.tag_width
         stages = 5
 
         valid = Signal(stages)

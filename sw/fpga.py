@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cxlkv import build_dir
+from cxlkv import build_dir, patched_environ
 from cxlkv.errors import CxlkvError
 
 #: tool -> (environment variable Amaranth reads, PyPI package that provides it)
@@ -127,9 +127,7 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
     from cxlkv.hdl.boards import get_board
     board = get_board(board_name)
     env = toolchain_env()
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with patched_environ(env):
         platform = board.platform()
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
@@ -143,12 +141,6 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
                 hint = " (timing not met: lower --core-mhz, or --allow-timing-fail to get the bitstream anyway)"
             raise CxlkvError(f"FPGA build failed{hint}: {exc}; see {out}/{name}.rpt and {tim}") from None
         print(f"fpga: built {board_name} in {time.monotonic() - t0:.0f} s: {out / (name + '.bit')}", file=sys.stderr)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return out / f"{name}.tim"
 
 

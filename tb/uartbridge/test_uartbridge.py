@@ -14,7 +14,7 @@ Environment: CXLKV_UART_FRAMES (random scenarios, default 250), CXLKV_SEED.
 """
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from cxlkv.models import regmap
 from cxlkv.models import uartbridge as proto
