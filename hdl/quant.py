@@ -27,6 +27,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._pipeline import LockstepPipeline
 from cxlkv.models import quant as M
 
 LANES = M.LANES
@@ -154,22 +155,8 @@ class LineQuantizer(wiring.Component):
         m = Module()
         stages = 5
 
-        valid = Signal(stages)
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~valid[-1] | self.o.ready),
-            self.i.ready.eq(advance),
-            self.o.valid.eq(valid[-1]),
-        ]
-        with m.If(advance):
-            m.d.sync += valid.eq(Cat(self.i.valid, valid[:-1]))
-
-        def carry(src, name):
-            """Register ``src`` into the next stage (moves with the pipeline)."""
-            dst = Signal.like(src, name=name)
-            with m.If(advance):
-                m.d.sync += dst.eq(src)
-            return dst
+        pipe = LockstepPipeline(m, stages, self.i, self.o)
+        advance, carry = pipe.advance, pipe.carry
 
         # -- S1: input register
         s1 = carry(self.i.payload, "s1")
@@ -336,21 +323,8 @@ class LineDequantizer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         stages = 4
-        valid = Signal(stages)
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~valid[-1] | self.o.ready),
-            self.i.ready.eq(advance),
-            self.o.valid.eq(valid[-1]),
-        ]
-        with m.If(advance):
-            m.d.sync += valid.eq(Cat(self.i.valid, valid[:-1]))
-
-        def carry(src, name):
-            dst = Signal.like(src, name=name)
-            with m.If(advance):
-                m.d.sync += dst.eq(src)
-            return dst
+        pipe = LockstepPipeline(m, stages, self.i, self.o)
+        advance, carry = pipe.advance, pipe.carry
 
         # -- D1: input register
         d1 = carry(self.i.payload, "d1")

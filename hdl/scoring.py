@@ -25,6 +25,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._pipeline import LockstepPipeline
 from cxlkv.models import scoring as M
 
 TAU_IN_BITS = M.TAU_BITS
@@ -176,22 +177,11 @@ class ScoringPipeline(wiring.Component):
             m.d.sync += tau_loaded.eq(tau_pending)
 
         # -- pipeline control: every stage moves when the output register is empty or read
-        valid = Signal(N)                          # valid[k] = stage k+1 holds an event
-        advance = Signal()
-        m.d.comb += [
-            advance.eq(~valid[N - 1] | self.o.ready),
-            self.i.ready.eq(advance & ~self.busy),
-            self.o.valid.eq(valid[N - 1]),
-        ]
-        with m.If(advance):
-            m.d.sync += valid.eq(Cat(self.i.valid & self.i.ready, valid[:N - 1]))
+        pipe = LockstepPipeline(m, N, self.i, self.o, accept=~self.busy)
+        advance, on_advance = pipe.advance, pipe.on_advance
 
         def stage(name, shape):
             return Signal(shape, name=name)
-
-        def on_advance(*stmts):
-            with m.If(advance):
-                m.d.sync += list(stmts)
 
         # S1: input register, with the configuration the event was accepted under
         s1 = stage("s1", input_layout(idw))
