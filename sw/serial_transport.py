@@ -14,6 +14,15 @@ what happened. A request the bridge reports as not executed (checksum error,
 frame timeout) is resent once after resynchronising; a request whose answer
 was lost is not resent (a write may have happened), the link is resynchronised
 and the error raised.
+
+Events (:meth:`BridgeTransport.events`, what ``cxlkv ctl --transport serial replay``
+uses): the records go to the controller's event port in event-batch frames of at
+most ``event_batch`` records (the bridge's limit, 32 by default), one frame at a time,
+and the decisions come back in the harness's record format. A record that does not
+fit the event port, or a port that stalls, raises
+:class:`~cxlkv.sw.transport.EventPortError` with the same message as the ``sim`` and
+``model`` transports; the batches before it have executed (the sim transport checks
+65,536 records per message, this one ``event_batch``).
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ import abc
 import time
 
 from cxlkv.models import uartbridge as proto
-from cxlkv.sw.transport import BusError, Transport, TransportError
+from cxlkv.sw.transport import DECISION_DTYPE, EVENT_DTYPE, BusError, EventPortError, Transport, TransportError
 
 #: Bridge errors after which the request was certainly not executed.
 NOT_EXECUTED = (proto.ERR_CHECKSUM, proto.ERR_FRAME_TIMEOUT)
@@ -85,6 +94,56 @@ class BridgeTransport(Transport):
         resp, _ = await self._request(proto.encode_write(addr, value), proto.KIND_WRITE)
         if resp:
             raise BusError("write", addr, resp)
+
+    #: records per event-batch frame (at most the bridge's ``event_batch``)
+    event_batch = proto.EVENT_BATCH_MAX
+
+    async def events(self, records):
+        import numpy as np
+        records = np.ascontiguousarray(records, dtype=EVENT_DTYPE)
+        out = np.zeros(len(records), DECISION_DTYPE)
+        for lo in range(0, len(records), self.event_batch):
+            chunk = records[lo:lo + self.event_batch]
+            code, value, body = await self._events_request(proto.encode_events(chunk.tobytes()))
+            if code == proto.EV_BAD_RECORD:
+                raise EventPortError(f"event record {lo + value} does not fit the device's event port")
+            if code == proto.EV_STALLED:
+                raise EventPortError(f"the device's event port stalled after {lo + value} of {len(records)} events "
+                                     "(no tracker in this build, or CONTROL.enable = 0)")
+            if code == proto.EV_BATCH_SIZE:
+                raise TransportError(f"{self.name}: the UART bridge takes at most {value} events per batch, "
+                                     f"{len(chunk)} were sent (set event_batch = {value})")
+            if value != len(chunk):
+                await self._quiet()
+                raise TransportError(f"{self.name}: {value} decisions answered to a batch of {len(chunk)} events")
+            out[lo:lo + len(chunk)] = np.frombuffer(body, DECISION_DTYPE)
+        return out
+
+    async def _events_request(self, frame: bytes):
+        """Send one event-batch frame; ``(code, value, decision bytes)`` of the answer."""
+        for attempt in range(self.retries + 1):
+            await self._write(frame)
+            try:
+                first = await self._read(1)
+                if proto.response_length(first[0]) == 2:          # a bridge error: status, check byte
+                    kind, code, _ = proto.decode_response(first + await self._read(1))
+                    if kind != proto.KIND_ERROR:
+                        raise proto.ProtocolError(f"a register answer (kind {kind}) to an event batch")
+                else:
+                    header = first + await self._read(2)
+                    n = proto.events_response_length(header)
+                    if n is None:
+                        raise proto.ProtocolError(f"byte {first[0]:#04x} where an event-batch answer was expected")
+                    return proto.decode_events_response(header + await self._read(n - 3))
+            except (TransportError, proto.ProtocolError) as exc:
+                await self._quiet()
+                raise TransportError(f"{self.name}: no valid answer from the UART bridge ({exc})") from None
+            # checksum or frame timeout: the whole frame was refused before any event ran: resend once
+            await self._quiet()
+            if code in NOT_EXECUTED and attempt < self.retries:
+                continue
+            raise TransportError(f"{self.name}: the UART bridge reported {proto.ERROR_NAMES[code]} for an event batch")
+        raise AssertionError("unreachable")
 
 
 def quiet_seconds(baud: int) -> float:
@@ -158,6 +217,10 @@ class SerialTransport(BridgeTransport):
     async def write32(self, addr, value):
         await self._first_contact()
         return await super().write32(addr, value)
+
+    async def events(self, records):
+        await self._first_contact()
+        return await super().events(records)
 
     async def close(self):
         self.ser.close()

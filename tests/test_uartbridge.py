@@ -134,3 +134,78 @@ def test_rtl_parameters_are_checked():
         UARTBridge(divisor=8, timeout_cycles=100)
     with pytest.raises(ValueError, match="address width"):
         UARTBridge(divisor=8, addr_width=17)
+
+
+# ---- event batches (cmd 0x03): the model against the controller model's event port
+
+def _records(rows):
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE
+    rec = np.zeros(len(rows), EVENT_DTYPE)
+    for i, (layer, head, pos, step, sample, write) in enumerate(rows):
+        rec[i] = (layer, head, pos, step, sample, write, 0)
+    return rec
+
+
+def _enabled_bridge(**kw):
+    ctl = ControllerModel()
+    b = proto.BridgeModel(ctl, **kw)
+    control = regmap.BY_NAME["CONTROL"]
+    enable = control.field("enable")
+    assert proto.decode_response(b.feed(proto.encode_write(control.offset, 1 << enable.lsb)))[1] == proto.OKAY
+    return b
+
+
+def test_event_batch_equals_the_controller_models_event_port():
+    import numpy as np
+
+    from cxlkv.sw.transport import DECISION_DTYPE
+    rows = [(0, 0, p % 7, p // 3, (p * 977) & 0xFFFF, int(p % 5 == 0)) for p in range(20)] + [(3, 1, 1023, 9, 1, 0)]
+    rec = _records(rows)
+    frame = proto.encode_events(rec.tobytes())
+    assert frame[:4] == bytes([0xA5, 0x03, len(rows), 0]) and len(frame) == 5 + 16 * len(rows)
+    assert proto.xor(frame) == 0
+    b = _enabled_bridge()
+    code, n, body = proto.decode_events_response(b.feed(frame))
+    assert (code, n) == (proto.EV_DONE, len(rows))
+    got = np.frombuffer(body, DECISION_DTYPE)
+    ref = _enabled_bridge().bus.events([(r[0], r[1], r[2], r[5], r[4], r[3]) for r in rows])
+    want = [d[5] for d in ref], [d[0] | d[1] << 1 | d[2] << 2 | d[3] << 3 | d[4] << 4 for d in ref]
+    assert (got["victim"].tolist(), got["flags"].tolist()) == want
+    assert any(f & 1 for f in want[1]) and any(f & 2 for f in want[1])      # hits and inserts both seen
+    assert b.errors == 0 and b.events == len(rows)
+
+
+def test_event_batch_errors():
+    ok = _records([(0, 0, 1, 0, 5, 0)] * 3)
+    b = _enabled_bridge(event_batch=4)
+    # a position beyond the controller's 2^10: record 2 refused, nothing executed
+    bad = _records([(0, 0, 1, 0, 5, 0), (1, 1, 2, 0, 5, 1), (0, 0, 1024, 0, 5, 0)])
+    assert proto.decode_events_response(b.feed(proto.encode_events(bad.tobytes()))) == (proto.EV_BAD_RECORD, 2, b"")
+    for field, value in (("layer", 4), ("head", 2), ("write", 2)):
+        r = ok.copy()
+        r[1][field] = value
+        assert proto.decode_events_response(b.feed(proto.encode_events(r.tobytes())))[:2] == (proto.EV_BAD_RECORD, 1)
+    assert b.events == 0
+    # batch size: 0 and above the limit are refused as soon as the count arrives
+    assert proto.decode_events_response(b.feed(bytes([0xA5, 0x03, 5, 0]))) == (proto.EV_BATCH_SIZE, 4, b"")
+    assert proto.decode_events_response(b.feed(bytes([0xA5, 0x03, 0, 0]))) == (proto.EV_BATCH_SIZE, 4, b"")
+    # a damaged batch executes nothing; a truncated one times out
+    frame = bytearray(proto.encode_events(ok.tobytes()))
+    frame[9] ^= 0x40
+    assert proto.decode_response(b.feed(bytes(frame))) == (proto.KIND_ERROR, proto.ERR_CHECKSUM, None)
+    assert b.feed(proto.encode_events(ok.tobytes())[:-1]) == b""
+    assert proto.decode_response(b.timeout()) == (proto.KIND_ERROR, proto.ERR_FRAME_TIMEOUT, None)
+    assert b.events == 0 and b.errors == 8
+    # disabled (CONTROL.enable = 0) and no tracker: the port stalls after 0 decisions
+    assert proto.decode_events_response(bridge().feed(proto.encode_events(ok.tobytes()))) == (proto.EV_STALLED, 0, b"")
+    none = proto.BridgeModel(ControllerModel(tracker="none"))
+    assert proto.decode_events_response(none.feed(proto.encode_events(ok.tobytes()))) == (proto.EV_STALLED, 0, b"")
+    # the answers' framing is checked
+    good = proto.encode_events_response(proto.EV_DONE, 1, bytes(8))
+    for garbled in (good[:-1], good[:-1] + bytes([good[-1] ^ 1]), b"\x50\x00\x00"):
+        with pytest.raises(proto.ProtocolError):
+            proto.decode_events_response(garbled)
+    with pytest.raises(ValueError):
+        proto.encode_events(bytes(15))
