@@ -25,7 +25,9 @@ from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import regmap
-from cxlkv.models.controller import COUNTER_SOURCES, TrackerStatics, tracker_placement
+from cxlkv.models import policy as P
+from cxlkv.models import scoring as MS
+from cxlkv.models.controller import COUNTER_SOURCES, DEFAULT_N_BUCKETS, check_n_buckets, tracker_placement
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
@@ -33,25 +35,33 @@ COUNTER_WIDTH = 64
 
 
 class TrackerMemory(wiring.Component):
-    """The tracker's metadata and link regions as on-chip RAMs behind its valid/ready ports.
+    """The tracker's per-position memories as on-chip RAMs behind its valid/ready ports.
+
+    ``ports`` are the tracker's signature members: the memory takes the flipped ones of the
+    tracker version at hand, either
+
+    * a metadata request port (``meta_req``: {addr, write, wdata} -> ``meta_resp``) and a
+      link-word region (``link_req``/``link_resp``, four RAMs, one per field prev, next, key,
+      resident, so masked writes need no read-modify-write): the sequential tracker; or
+    * a metadata read channel (``meta_rd`` -> ``meta_rd_data``) and a write channel
+      (``meta_wr``): the pipelined tracker; a read sees a write to its word in the same cycle.
 
     On an FPGA these are block RAM for small geometries, or the board's SDRAM/DDR behind
     the same ports; here they make the top exact and fast to simulate. A read is answered
-    in the next cycle and held until taken; writes are posted. The link word is four RAMs,
-    one per field (prev, next, key, resident), so the tracker's masked writes need no
-    read-modify-write. After reset both regions are swept to zero, one word per cycle
-    (``busy`` meanwhile; requests wait): the tracker needs them zero before first use.
+    in the next cycle and held until taken; writes are posted. After reset every region is
+    swept to zero, one word per cycle (``busy`` meanwhile; requests wait): the tracker needs
+    them zero before first use.
     """
 
-    def __init__(self, geom):
+    NAMES = ("meta_req", "meta_resp", "meta_rd", "meta_rd_data", "meta_wr", "link_req", "link_resp")
+
+    def __init__(self, geom, ports):
         self.geom = geom
-        super().__init__({
-            "meta_req": In(stream.Signature(geom.meta_req_layout())),
-            "meta_resp": Out(stream.Signature(META_BITS)),
-            "link_req": In(stream.Signature(geom.link_req_layout())),
-            "link_resp": Out(stream.Signature(geom.link_layout().size)),
-            "busy": Out(1),
-        })
+        members = {name: ports[name].flip() for name in self.NAMES if name in ports}
+        self.split = "meta_rd" in members
+        self.link = "link_req" in members
+        members["busy"] = Out(1)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -63,31 +73,49 @@ class TrackerMemory(wiring.Component):
         with m.If(clearing):
             m.d.sync += clr.eq(clr + 1)
 
-        def port(name, req, resp, fields):
-            """One request/response port over ``fields``: [(memory, wdata slice, write enable bit)]."""
+        def port(name, req, resp, fields, wreq=None):
+            """One read port answering on ``resp``, over ``fields``: [(memory, wdata, write enable)].
+            Writes come from ``req`` (payload.write = 1) or, with ``wreq``, from a channel of their own."""
             pend = Signal(name=f"{name}_pend")      # a read answer is on resp, not yet taken
             can = Signal(name=f"{name}_can")
             take = Signal(name=f"{name}_take")
+            rd_take = Signal(name=f"{name}_rd_take")
+            wr_take = Signal(name=f"{name}_wr_take")
             m.d.comb += [can.eq(~clearing & (~pend | resp.ready)), req.ready.eq(can),
                          take.eq(req.valid & can), resp.valid.eq(pend)]
-            with m.If(take & ~req.payload.write):
+            if wreq is None:
+                m.d.comb += [rd_take.eq(take & ~req.payload.write), wr_take.eq(take & req.payload.write)]
+                waddr = req.payload.addr
+            else:
+                m.d.comb += [rd_take.eq(take), wreq.ready.eq(~clearing), wr_take.eq(wreq.valid & ~clearing)]
+                waddr = wreq.payload.addr
+            with m.If(rd_take):
                 m.d.sync += pend.eq(1)
             with m.Elif(resp.ready):
                 m.d.sync += pend.eq(0)
             rdata = []
             for mem, wdata, wen in fields:
                 wr = mem.write_port()
-                rd = mem.read_port()                # not transparent: a read never meets a write
-                m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(take & ~req.payload.write),
-                             wr.addr.eq(Mux(clearing, clr, req.payload.addr)),
+                # one request port: a read never meets a write; split channels: a read sees the
+                # write of the same cycle
+                rd = mem.read_port(transparent_for=(wr,) if wreq is not None else ())
+                m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(rd_take),
+                             wr.addr.eq(Mux(clearing, clr, waddr)),
                              wr.data.eq(Mux(clearing, 0, wdata)),
-                             wr.en.eq(clearing | (take & req.payload.write & wen))]
+                             wr.en.eq(clearing | (wr_take & wen))]
                 rdata.append(rd.data)
             return rdata
 
         m.submodules.meta = meta = Memory(shape=META_BITS, depth=depth, init=[])
-        (meta_rd,) = port("meta", self.meta_req, self.meta_resp, [(meta, self.meta_req.payload.wdata, 1)])
-        m.d.comb += self.meta_resp.payload.eq(meta_rd)
+        if self.split:
+            (meta_rd,) = port("meta", self.meta_rd, self.meta_rd_data, [(meta, self.meta_wr.payload.wdata, 1)],
+                              wreq=self.meta_wr)
+            m.d.comb += self.meta_rd_data.payload.eq(meta_rd)
+        else:
+            (meta_rd,) = port("meta", self.meta_req, self.meta_resp, [(meta, self.meta_req.payload.wdata, 1)])
+            m.d.comb += self.meta_resp.payload.eq(meta_rd)
+        if not self.link:
+            return m
 
         llay = g.link_layout()
         lw = data.View(llay, self.link_req.payload.wdata)
@@ -109,32 +137,44 @@ class Controller(wiring.Component):
     Parameters: ``n_layers``, ``n_kv_heads`` (queues = their product),
     ``entries_log2`` (positions tracked per queue), ``bitags`` (BI-snoop tags),
     ``tracker``: 'auto' (on chip when queues x positions <= ONCHIP_MAX_WORDS, else none),
-    'onchip', 'external' (memory ports on the top) or 'none'; and the ``hw`` parameters that
-    have no register yet (``hw_rank_tau``, ``hw_rank_tau_long``, ``hw_bucket_bits``,
-    ``hw_write_sample``, ``hw_read_credit``; defaults as models.policy.PolicyParams).
+    'onchip', 'external' (memory ports on the top) or 'none'; ``n_buckets``: the tracker's
+    deadline ring per queue (a power of two; HW_RING reads its log2). The other ``hw``
+    parameters are registers (TLN_R, TLN_D, HW_BUCKET, HW_SAMPLE).
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
-    ``decision`` (out) streams (tracker layouts); with 'external' ``meta_req``/``meta_resp``
-    and ``link_req``/``link_resp`` (the tracker's memory ports).
+    ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
+    (``meta_req``/``meta_resp``, and ``link_req``/``link_resp`` if its version has them).
     """
 
-    def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto", **statics):
+    def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
+                 n_buckets=DEFAULT_N_BUCKETS):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
-        self.statics = TrackerStatics(**statics)
+        self.n_buckets = check_n_buckets(n_buckets)
         self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
         ports = {"s_axil": In(AXI4LiteSignature()), "irq": Out(1)}
         self.geom = None
+        self._tracker_ports = {}
         if self.placement != "none":
-            self.geom = g = Geometry(n_layers, n_kv_heads, 1 << entries_log2, self.statics.n_buckets)
+            self.geom = g = Geometry(n_layers, n_kv_heads, 1 << entries_log2, n_buckets)
+            # the ports of the tracker version at hand (link_req/link_resp or not; the decision's
+            # fields) from a probe that is never elaborated (the top builds its own in elaborate)
+            probe = self._new_tracker()
+            probe._MustUse__silence = True
+            self._tracker_ports = dict(probe.signature.members)
             ports["event"] = In(stream.Signature(g.event_layout()))
-            ports["decision"] = Out(stream.Signature(g.decision_layout()))
+            ports["decision"] = self._tracker_ports["decision"]
             if self.placement == "external":            # the tracker's memory ports, same directions
-                ports["meta_req"] = Out(stream.Signature(g.meta_req_layout()))
-                ports["meta_resp"] = In(stream.Signature(META_BITS))
-                ports["link_req"] = Out(stream.Signature(g.link_req_layout()))
-                ports["link_resp"] = In(stream.Signature(g.link_layout().size))
+                for name in self._memory_ports():
+                    ports[name] = self._tracker_ports[name]
         super().__init__(ports)
+
+    def _new_tracker(self):
+        g = self.geom
+        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
+
+    def _memory_ports(self):
+        return [n for n in TrackerMemory.NAMES if n in self._tracker_ports]
 
     def elaborate(self, platform):
         m = Module()
@@ -185,9 +225,8 @@ class Controller(wiring.Component):
 
     def _elaborate_tracker(self, m, regs):
         g = self.geom
-        trk = Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
-        st = self.statics
-        m.d.comb += regs.caps_tracker.eq(1)
+        trk = self._new_tracker()
+        m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1)]
 
         # CONTROL.enable = 0 holds the tracker (and its memory sweep) in reset: a replay starts
         # from the empty state the policy model starts from
@@ -196,18 +235,15 @@ class Controller(wiring.Component):
         m.submodules.tracker = ResetInserter(held)(trk)
         mem_busy = Const(0, 1)
         if self.placement == "onchip":
-            mem = TrackerMemory(g)
+            mem = TrackerMemory(g, self._tracker_ports)
             m.submodules.tracker_memory = ResetInserter(held)(mem)
-            wiring.connect(m, trk.meta_req, mem.meta_req)
-            wiring.connect(m, trk.meta_resp, mem.meta_resp)
-            wiring.connect(m, trk.link_req, mem.link_req)
-            wiring.connect(m, trk.link_resp, mem.link_resp)
+            for name in TrackerMemory.NAMES:
+                if hasattr(mem, name):
+                    wiring.connect(m, getattr(trk, name), getattr(mem, name))
             mem_busy = mem.busy
         else:
-            for name in ("meta_req", "link_req"):
+            for name in self._memory_ports():
                 wiring.connect(m, getattr(trk, name), wiring.flipped(getattr(self, name)))
-            for name in ("meta_resp", "link_resp"):
-                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(trk, name))
 
         # τe -> decay constants, recomputed after every TAU change (as the scoring pipeline does)
         m.submodules.decay_rate = div = DecayRateDivider()
@@ -233,21 +269,35 @@ class Controller(wiring.Component):
             trk.alpha.eq(regs.alpha_value),
             trk.rate_mant.eq(div.mant),
             trk.rate_shift.eq(div.shift),
-            trk.tln_r.eq(st.tln_r),
-            trk.tln_d.eq(st.tln_d),
-            trk.bucket_bits.eq(st.hw_bucket_bits),
-            trk.write_sample.eq(st.hw_write_sample),
-            trk.read_credit.eq(st.hw_read_credit),
+            trk.tln_r.eq(regs.tln_r_value),
+            trk.tln_d.eq(regs.tln_d_value),
+            trk.bucket_bits.eq(regs.hw_bucket_bits),
+            trk.write_sample.eq(regs.hw_sample_write_sample),
+            trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
             trk.victim_req.valid.eq(0),               # no background eviction yet
             trk.victim_resp.ready.eq(1),
+        ]
+
+        # the deadline ring must hold every live key (models.controller.buckets_needed), checked
+        # here combinationally (the tracker's own cfg_error is registered: one cycle late)
+        tln_max = Signal.like(regs.tln_r_value)
+        f_max = Signal(len(tln_max) + 12)
+        ring_error = Signal()
+        m.d.comb += [
+            tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
+            f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> regs.hw_bucket_bits),
+            ring_error.eq((f_max + 2 > g.n_buckets) | trk.cfg_error),
+            regs.status_ring_error.eq(ring_error),
+            regs.status_cfg_error.eq(ring_error),
+            regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy)),
         ]
 
         # events only while enabled, cleared and configured (configuration is static while
         # events flow: the host changes it between batches)
         open_ = Signal()
         m.d.comb += [
-            open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy),
+            open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error),
             trk.event.payload.eq(self.event.payload),
             trk.event.valid.eq(self.event.valid & open_),
             self.event.ready.eq(trk.event.ready & open_),

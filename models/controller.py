@@ -8,18 +8,23 @@ as the RTL wires them (docs/controller.md, "Configuration"):
 
 * QUEUE_BUDGET.entries -> budget C, PINS.first_n -> pinned, ALPHA.value -> α,
   TAU.value -> τe (decay constants from ``scoring.decay_rate``, the top's divider);
-* the ``hw`` parameters with no register yet (``hw_rank_tau``, ``hw_rank_tau_long``,
-  ``hw_bucket_bits``, ``hw_write_sample``, ``hw_read_credit``) are elaboration parameters
-  of the top, defaulting to ``policy.PolicyParams``' defaults;
+* TLN_R, TLN_D, HW_BUCKET.bits, HW_SAMPLE -> the deadline constants, g, the write sample
+  and the read credit (the driver derives them from ``hw_rank_tau``, ``hw_rank_tau_long``,
+  ``hw_bucket_bits``, ``hw_write_sample``, ``hw_read_credit``: :func:`hw_registers`). The
+  deadline ring is fixed at elaboration (``n_buckets``, read back in HW_RING): a
+  configuration needing more buckets sets STATUS.ring_error (and cfg_error) and the event
+  port holds events until it fits;
 * CONTROL.enable = 0 holds the tracker cleared (state and memories); events are only
   accepted while it is 1; CONTROL.counters_clear zeroes the counters.
+
+The model is transaction level: it answers as the RTL does once the device is quiescent.
+STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
+from cxlkv.models import scoring as S
 from cxlkv.models import tracker as T
 from cxlkv.models.regs import FormatTable, RegisterFile
 
@@ -29,42 +34,37 @@ COLDLIST = regmap.MEMORIES[0]
 ONCHIP_MAX_WORDS = 1 << 16
 TRACKER_CHOICES = ("auto", "onchip", "external", "none")
 
-#: counter register <- tracker counter(s) it counts (VICTIM_NONE: demand misses with nothing
-#: evictable plus victim requests answered none; the victim-request port is not used yet)
+#: counter register <- tracker counter(s) it counts (each steps by at most one per cycle)
 COUNTER_SOURCES = {
     "READS": ("reads",), "READ_HITS": ("read_hits",), "WRITES": ("writes",), "EVICTIONS": ("evictions",),
-    "VICTIM_NONE": ("no_victim", "victim_none"), "STALL_CYCLES": ("mem_wait_cycles",),
+    "NO_VICTIM": ("no_victim",), "VICTIM_NONE": ("victim_none",), "STALL_CYCLES": ("mem_wait_cycles",),
+    "STEP_ERRORS": ("step_errors",), "BAD_EVENTS": ("bad_events",),
 }
 
+#: the deadline ring of the default build: holds the NB of the policy's defaults (90 -> 128)
+DEFAULT_N_BUCKETS = 128
 
-@dataclass(frozen=True)
-class TrackerStatics:
-    """The tracker configuration fixed when the top is elaborated (no register holds it yet)."""
-    hw_rank_tau: int = 0
-    hw_rank_tau_long: int = 64
-    hw_bucket_bits: int = 3
-    hw_write_sample: int = 0
-    hw_read_credit: int = 0
 
-    @property
-    def policy_params(self) -> P.PolicyParams:
-        return P.PolicyParams(hw_rank_tau=self.hw_rank_tau, hw_rank_tau_long=self.hw_rank_tau_long,
-                              hw_bucket_bits=self.hw_bucket_bits, hw_write_sample=self.hw_write_sample,
-                              hw_read_credit=self.hw_read_credit).check()
+def hw_registers(params: P.PolicyParams) -> dict:
+    """The tracker registers for ``hw`` policy parameters: {(register, field): value}."""
+    tl = P.hw_rank_tau_long(params)
+    return {("TLN_R", "value"): P.hw_tau_ln2_q8(P.hw_rank_tau(params)),
+            ("TLN_D", "value"): P.hw_tau_ln2_q8(tl) if tl else 0,
+            ("HW_BUCKET", "bits"): params.hw_bucket_bits,
+            ("HW_SAMPLE", "write_sample"): params.hw_write_sample,
+            ("HW_SAMPLE", "read_credit"): params.hw_read_credit}
 
-    @property
-    def tln_r(self) -> int:
-        return P.hw_tau_ln2_q8(P.hw_rank_tau(self.policy_params))
 
-    @property
-    def tln_d(self) -> int:
-        tl = P.hw_rank_tau_long(self.policy_params)
-        return P.hw_tau_ln2_q8(tl) if tl else 0
+def buckets_needed(tln_r: int, tln_d: int, bucket_bits: int) -> int:
+    """Deadline buckets a configuration needs so that live keys never alias (tracker.buckets_needed)."""
+    return (T.retention(S.SCORE_MAX, max(tln_r, tln_d)) >> bucket_bits) + 2
 
-    @property
-    def n_buckets(self) -> int:
-        """The deadline ring: the smallest power of two holding the policy's NB (128 for the defaults)."""
-        return max(2, T.ring_size(P.hw_bucket_count(self.policy_params)))
+
+def check_n_buckets(n_buckets) -> int:
+    if isinstance(n_buckets, bool) or not isinstance(n_buckets, int) or n_buckets < 2 or \
+            n_buckets & (n_buckets - 1) or n_buckets > 1 << 16:
+        raise ValueError(f"n_buckets must be a power of two in 2 .. 65536, got {n_buckets!r}")
+    return n_buckets
 
 
 def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
@@ -78,11 +78,12 @@ def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
 
 
 class ControllerModel:
-    def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto", **statics):
+    def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
+                 n_buckets=DEFAULT_N_BUCKETS):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
-        self.statics = TrackerStatics(**statics)
+        self.n_buckets = check_n_buckets(n_buckets)
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.regs = RegisterFile()
         self.formats = FormatTable(self.n_queues, self.regs)
@@ -93,6 +94,7 @@ class ControllerModel:
         for field, v in (("entries_log2", entries_log2), ("bitags", bitags), ("coldlist_depth", COLDLIST.entries)):
             self.regs.set_hw("GEOMETRY2", field, v)
         self.regs.set_hw("CAPS", "tracker", int(self.has_tracker))
+        self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
         self.counts = dict.fromkeys(COUNTER_SOURCES, 0)
         self._publish()
@@ -118,51 +120,58 @@ class ControllerModel:
         resp = self.regs.write(addr, value)
         for key in self.regs.pulses:
             if key == ("CONTROL", "counters_clear"):
-                self.counts = dict.fromkeys(COUNTER_SOURCES, 0)
+                self.counts = dict.fromkeys(self.counts, 0)
         self.regs.pulses.clear()
         enabled = bool(self.regs.get("CONTROL", "enable")) and self.has_tracker
         if not enabled:
             self.tracker = None                 # held cleared while disabled
         elif self.tracker is None:
-            self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions,
-                                          self.statics.n_buckets)
+            self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets)
         self._publish()
         return resp
 
     def _config(self) -> T.TrackerConfig:
-        from cxlkv.models import scoring as S
-        rate = S.decay_rate(self.regs.get("TAU", "value"))
-        st = self.statics
+        g = self.regs.get
+        rate = S.decay_rate(g("TAU", "value"))
         return T.TrackerConfig(
-            budget=min(self.regs.get("QUEUE_BUDGET", "entries"), self.n_positions),
-            pinned=min(self.regs.get("PINS", "first_n"), self.n_positions),
-            alpha=self.regs.get("ALPHA", "value"), rate_mant=rate.mant, rate_shift=rate.shift,
-            tln_r=st.tln_r, tln_d=st.tln_d, bucket_bits=st.hw_bucket_bits,
-            write_sample=st.hw_write_sample, read_credit=st.hw_read_credit)
+            budget=min(g("QUEUE_BUDGET", "entries"), self.n_positions),
+            pinned=min(g("PINS", "first_n"), self.n_positions),
+            alpha=g("ALPHA", "value"), rate_mant=rate.mant, rate_shift=rate.shift,
+            tln_r=g("TLN_R", "value"), tln_d=g("TLN_D", "value"), bucket_bits=g("HW_BUCKET", "bits"),
+            write_sample=g("HW_SAMPLE", "write_sample"), read_credit=g("HW_SAMPLE", "read_credit"))
+
+    @property
+    def ring_error(self) -> bool:
+        return self.has_tracker and T.buckets_needed(self._config()) > self.n_buckets
 
     def _publish(self):
         for reg, v in self.counts.items():
             self.regs.set_hw(reg, "count", v)
         self.regs.set_hw("FILLS", "count", (self.counts["READS"] - self.counts["READ_HITS"]) % (1 << 64))
+        self.regs.set_hw("STATUS", "ring_error", int(self.ring_error))
+        self.regs.set_hw("STATUS", "cfg_error", int(self.ring_error))
 
     # the event port
     def events(self, records) -> list[tuple[int, int, int, int, int, int]] | None:
         """Feed (layer, head, position, write, sample, step) records; returns one decision per
         record as (hit, inserted, victim_valid, no_victim, error, victim), or None when the
-        event port does not accept events (no tracker, or CONTROL.enable = 0)."""
-        if self.tracker is None:
+        event port does not accept events (no tracker, CONTROL.enable = 0, STATUS.ring_error)."""
+        if self.tracker is None or self.ring_error:
             return None
         tm = self.tracker
         tm.cfg = self._config()                 # configuration as the registers hold it now
         before = dict(tm.counters)
         out = []
+        bad = 0
         for layer, head, pos, write, sample, step in records:
             if layer >= self.n_layers or head >= self.n_kv_heads:
                 out.append((0, 0, 0, 0, 1, 0))
+                bad += 1
                 continue
             d = tm.event(T.Event(layer * self.n_kv_heads + head, pos, write, sample, step))
             out.append((d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim))
         for reg, names in COUNTER_SOURCES.items():
             self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
+        self.counts["BAD_EVENTS"] += bad
         self._publish()
         return out

@@ -1,14 +1,14 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "1f24a8389fee1a7323305ba6febe77a5c85bc86914b7eeb3bbeb972534bdc0d8"
+SOURCE_SHA256 = "7ff0844014796c5f955d374b8ba0733168770c53a7c8b82b539b44b525a4f606"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
         Field('magic', 0, 32, 'r', 'na', 0x43584b56, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Magic 0x43584B56 ('CXKV')."),
     )),
     Register('VERSION', 0x004, 32, external=False, desc='Version', fields=(
-        Field('minor', 0, 16, 'r', 'na', 0x1, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
+        Field('minor', 0, 16, 'r', 'na', 0x2, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
         Field('major', 16, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Major version; the driver refuses a major it does not know.'),
     )),
     Register('GEOMETRY', 0x008, 32, external=False, desc='Tracked geometry, fixed at synthesis.', fields=(
@@ -39,10 +39,11 @@ REGISTERS = (
     )),
     Register('STATUS', 0x024, 32, external=False, desc='Status', fields=(
         Field('phase', 0, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Current phase: 0 prefill, 1 decode.'),
-        Field('cfg_error', 1, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='ALPHA/TAU hold values the scoring unit cannot honour and clamps.'),
+        Field('cfg_error', 1, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A configuration the hardware cannot honour: ring_error, or a phase configuration the detector clamps.'),
         Field('cfg_reject', 2, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A write was refused since the last clear (write 1 to clear). Set by the register block itself.'),
-        Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Scoring unit recomputing decay constants after a TAU change.'),
+        Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Events wait: the tracker clears its queue state, its memories are swept (after reset and every CONTROL.enable 0 -> 1), or the decay-rate divider recomputes after a TAU change.'),
         Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
+        Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built into the hardware (HW_RING): events are held until the configuration fits.'),
     )),
     Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
         Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write. Set by the register block itself.'),
@@ -102,6 +103,22 @@ REGISTERS = (
         Field('coldlist_overflow', 4, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
         Field('phase_change', 5, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
+    Register('TLN_R', 0x080, 32, external=False, desc='Deadline constant, normal mode', fields=(
+        Field('value', 0, 28, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='round(hw_rank_tau * ln2 * 256); 0: no attention term (the key is recency alone).'),
+    )),
+    Register('TLN_D', 0x084, 32, external=False, desc='Deadline constant, dense mode', fields=(
+        Field('value', 0, 28, 'rw', 'r', 0x2c5d, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='round(hw_rank_tau_long * ln2 * 256) after tau clamping; 0: no dense mode.'),
+    )),
+    Register('HW_BUCKET', 0x088, 32, external=False, desc='Deadline bucket width', fields=(
+        Field('bits', 0, 5, 'rw', 'r', 0x3, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=24, desc='g: a deadline bucket spans 2^g steps (hw_bucket_bits).'),
+    )),
+    Register('HW_SAMPLE', 0x08c, 32, external=False, desc='Sample shaping', fields=(
+        Field('write_sample', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='EMA sample of a write, UQ0.16 (hw_write_sample).'),
+        Field('read_credit', 16, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Added to the sample of a read, saturating, UQ0.16 (hw_read_credit).'),
+    )),
+    Register('HW_RING', 0x090, 32, external=False, desc="The tracker's deadline-bucket ring, fixed at synthesis.", fields=(
+        Field('buckets_log2', 0, 5, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the buckets per queue.'),
+    )),
     Register('READS', 0x100, 64, external=False, desc='Reads (attention reads of KV entries).', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
@@ -117,7 +134,7 @@ REGISTERS = (
     Register('EVICTIONS', 0x120, 64, external=False, desc='Entries evicted from the fast tier.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none', and demand misses with nothing evictable.", fields=(
+    Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none' (nothing evictable, or the queue decode-locked).", fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('PREFETCHES', 0x130, 64, external=False, desc='Prefetches issued.', fields=(
@@ -159,19 +176,31 @@ REGISTERS = (
     Register('STALL_CYCLES', 0x190, 64, external=False, desc='Cycles the tracker waited on its memory ports.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('COLDLIST_HEAD', 0x200, 32, external=False, desc='Index of the next entry the device writes (CHMU hot-list head).', fields=(
+    Register('NO_VICTIM', 0x1a0, 64, external=False, desc="Demand misses with nothing evictable (the policy's bypass: the entry is not inserted).", fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('STEP_ERRORS', 0x1a8, 64, external=False, desc="Events whose step went backwards in their queue (applied as the queue's current step).", fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BAD_EVENTS', 0x1b0, 64, external=False, desc='Events with a layer or KV head beyond the geometry (their decision carries error; no state changes).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('COLDLIST_DROPS', 0x1b8, 64, external=False, desc='Cold-list entries dropped because the ring was full (IRQ_STATUS.coldlist_overflow).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('COLDLIST_HEAD', 0x200, 32, external=False, desc='Index of the next entry the device writes (CHMU hot-list head), 0..63; entries pending = (HEAD - TAIL) mod 64; the ring holds at most 63.', fields=(
         Field('index', 0, 16, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('COLDLIST_TAIL', 0x204, 32, external=False, desc='Index of the next entry the host reads; the host advances it after consuming entries.', fields=(
-        Field('index', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=65535, desc=''),
+        Field('index', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=63, desc=''),
     )),
     Register('COLDLIST_THRESHOLD', 0x208, 32, external=False, desc='Cold list threshold', fields=(
-        Field('entries', 0, 16, 'rw', 'r', 0x10, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=None, desc='Raise IRQ_STATUS.coldlist_fill when this many entries are pending.'),
+        Field('entries', 0, 16, 'rw', 'r', 0x10, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=63, desc='Raise IRQ_STATUS.coldlist_fill when an entry written makes this many pending.'),
     )),
 )
 
 MEMORIES = (
-    Memory('COLDLIST', 0x400, 64, 64, desc="Ring of 8-byte entries in the CHMU hot-list format: bits [15:0] a count (the entry's EMA score), bits [63:16] the unit index ((queue << entries_log2) | position)."),
+    Memory('COLDLIST', 0x400, 64, 64, desc='Ring of 8-byte entries in the CHMU hot-list format (counter_width 16), one per eviction: bits [15:0] the low 16 bits of the step of the event that evicted the unit, bits [63:16] the unit index ((queue << entries_log2) | victim position), queue = layer x n_kv_heads + head.'),
 )
 
 BY_NAME = {r.name: r for r in REGISTERS}

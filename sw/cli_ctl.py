@@ -15,7 +15,7 @@ def add_arguments(p):
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, hw_rank_tau, ...; docs/controller.md); repeatable")
+                        "bitags, tracker, n_buckets; docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
@@ -30,8 +30,8 @@ def add_arguments(p):
     r.add_argument("--entries", "-C", required=True,
                    help="fast-tier entries per queue, or a percentage of the trace's context (e.g. 10%%)")
     r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="hw parameter: hw_alpha, hw_tau, hw_pinned (registers); the others must equal the "
-                        "device's build (repeatable)")
+                   help="hw parameter (a register each): hw_alpha, hw_tau, hw_pinned, hw_rank_tau, hw_rank_tau_long, "
+                        "hw_bucket_bits, hw_write_sample, hw_read_credit (repeatable)")
     r.add_argument("--json", action="store_true")
 
 

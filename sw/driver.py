@@ -51,6 +51,8 @@ CONFIG_FIELDS = {
     "bi_timeout": ("BI_TIMEOUT", "cycles"),
     "enable": ("CONTROL", "enable"), "decode_lock": ("CONTROL", "decode_lock"),
     "phase_override": ("CONTROL", "phase_override"),
+    "tln_r": ("TLN_R", "value"), "tln_d": ("TLN_D", "value"), "bucket_bits": ("HW_BUCKET", "bits"),
+    "write_sample": ("HW_SAMPLE", "write_sample"), "read_credit": ("HW_SAMPLE", "read_credit"),
 }
 
 
@@ -157,9 +159,10 @@ class Device:
         counters under the keys of ``cxlkv policy replay --json`` (docs/controller.md, "Replay").
 
         ``overrides`` are ``hw`` policy parameters: ``hw_alpha``, ``hw_tau`` and ``hw_pinned``
-        go to ALPHA, TAU and PINS; the others have no register yet and must equal the device's
-        elaboration parameters (known to the sim and model transports; the defaults assumed
-        otherwise); ``window`` must be 0 (no prefetch in the top yet).
+        go to ALPHA, TAU and PINS; ``hw_rank_tau``, ``hw_rank_tau_long``, ``hw_bucket_bits``,
+        ``hw_write_sample`` and ``hw_read_credit`` to TLN_R, TLN_D, HW_BUCKET and HW_SAMPLE (a
+        configuration needing more deadline buckets than the device's ring, HW_RING, is
+        refused); ``window`` must be 0 (no prefetch in the top yet).
         """
         return await _replay(self, trace, entries, overrides)
 
@@ -167,26 +170,17 @@ class Device:
         await self.t.close()
 
 
-#: hw parameters the top fixes at elaboration (no register yet)
-STATIC_PARAMS = ("hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_write_sample", "hw_read_credit")
-
-
 async def _replay(dev: Device, trace, entries, overrides):
     import numpy as np
 
     from cxlkv.models import policy as P
     from cxlkv.models import scoring as S
-    from cxlkv.models.controller import TrackerStatics
+    from cxlkv.models.controller import buckets_needed, hw_registers
     from cxlkv.sw.transport import EVENT_DTYPE, FLAG_ERROR, FLAG_HIT
     params = P.make_params("hw", **overrides)
     if params.window:
         raise ConfigError("the controller has no prefetch engine yet: window must be 0")
-    known = dev.t.params or {}
-    statics = TrackerStatics(**{k: v for k, v in known.items() if k in STATIC_PARAMS})
-    for name in STATIC_PARAMS:
-        if getattr(params, name) != getattr(statics, name):
-            raise ConfigError(f"{name} = {getattr(params, name)} differs from the device's {getattr(statics, name)}: "
-                              f"it is fixed when the controller is built (no register yet)")
+    hw_regs = hw_registers(params)
     pins = regmap.BY_NAME["PINS"].field("first_n")
     if params.hw_pinned > pins.range_max:
         raise ConfigError(f"hw_pinned = {params.hw_pinned}: the device pins at most {pins.range_max} positions")
@@ -202,6 +196,13 @@ async def _replay(dev: Device, trace, entries, overrides):
     if trace.n_layers > info["n_layers"] or trace.n_kv_heads > info["n_kv_heads"] or maxpos >= n_pos:
         raise DeviceError(f"the trace's geometry ({trace.n_layers} layers x {trace.n_kv_heads} KV heads, positions up to "
                           f"{maxpos}) exceeds the device's ({info['n_layers']} x {info['n_kv_heads']}, {n_pos} positions)")
+    ring = 1 << (await dev.read_fields("HW_RING"))["buckets_log2"]
+    need = buckets_needed(hw_regs[("TLN_R", "value")], hw_regs[("TLN_D", "value")], params.hw_bucket_bits)
+    if need > ring:
+        raise ConfigError(f"hw_rank_tau = {params.hw_rank_tau}, hw_rank_tau_long = {params.hw_rank_tau_long} and "
+                          f"hw_bucket_bits = {params.hw_bucket_bits} need {need} deadline buckets per queue; the device's "
+                          f"ring has {ring} (HW_RING): shorter time constants, wider buckets, or a build with "
+                          f"n_buckets >= {need}")
     if len(trace) and int(trace.step.min()) < 0:
         raise DeviceError(f"the trace has negative steps (first at event {int(np.flatnonzero(trace.step < 0)[0])}): "
                           "the device's step counter is unsigned")
@@ -210,6 +211,11 @@ async def _replay(dev: Device, trace, entries, overrides):
     await dev.write_fields("CONTROL", enable=0)
     alpha, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)      # α = 0 is applied as 1 by both
     await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
+    by_reg = {}
+    for (reg, field), v in hw_regs.items():
+        by_reg.setdefault(reg, {})[field] = v
+    for reg, fields in by_reg.items():
+        await dev.write_fields(reg, **fields)
     await dev.write_fields("CONTROL", enable=1)
     await dev.clear_counters()
 
@@ -243,7 +249,8 @@ async def _replay(dev: Device, trace, entries, overrides):
         "hit_rate": hits / reads if reads else 0.0, "writes": c["writes"], "fills": c["fills"],
         "evictions": c["evictions"], "prefetches": c["prefetches"], "prefetch_hits": c["prefetch_hits"],
         "attention_recall": sh / sr if sr > 0 else 0.0,
-        "no_victim": c["victim_none"], "stall_cycles": c["stall_cycles"],
+        "no_victim": c["no_victim"], "stall_cycles": c["stall_cycles"], "step_errors": c["step_errors"],
+        "bad_events": c["bad_events"],
         "decision_errors": int(((dec["flags"] & FLAG_ERROR) != 0).sum()),
         "n_queues": trace.n_queues, "params": P.policy_param_dict("hw", params),
         "transport": dev.t.name,

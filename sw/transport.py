@@ -98,7 +98,7 @@ class ModelTransport(Transport):
         decisions = m.events(list(recs))
         if decisions is None:
             raise EventPortError(f"the device's event port stalled after 0 of {len(records)} events "
-                                 "(no tracker in this build, or CONTROL.enable = 0)")
+                                 "(no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error)")
         for i, (hit, ins, vv, nv, err, victim) in enumerate(decisions):
             out[i]["victim"] = victim
             out[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
@@ -252,7 +252,7 @@ class SimTransport(Transport):
                 raise EventPortError(f"event record {lo + value} does not fit the device's event port")
             if status == STATUS_STALLED:
                 raise EventPortError(f"the device's event port stalled after {lo + value} of {len(records)} events "
-                                     "(no tracker in this build, or CONTROL.enable = 0)")
+                                     "(no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error)")
             if status:
                 raise TransportError(f"simulation harness answered status {status:#x} to a batch of events")
             parts.append(np.frombuffer(answer, DECISION_DTYPE))

@@ -20,7 +20,7 @@ extern "C" {
 #define CXLKV_REGS__VERSION__MINOR_bm 0xffff
 #define CXLKV_REGS__VERSION__MINOR_bp 0
 #define CXLKV_REGS__VERSION__MINOR_bw 16
-#define CXLKV_REGS__VERSION__MINOR_reset 0x1
+#define CXLKV_REGS__VERSION__MINOR_reset 0x2
 #define CXLKV_REGS__VERSION__MAJOR_bm 0xffff0000
 #define CXLKV_REGS__VERSION__MAJOR_bp 16
 #define CXLKV_REGS__VERSION__MAJOR_bw 16
@@ -106,6 +106,9 @@ extern "C" {
 #define CXLKV_REGS__STATUS__BI_TIMEOUT_bm 0x10
 #define CXLKV_REGS__STATUS__BI_TIMEOUT_bp 4
 #define CXLKV_REGS__STATUS__BI_TIMEOUT_bw 1
+#define CXLKV_REGS__STATUS__RING_ERROR_bm 0x20
+#define CXLKV_REGS__STATUS__RING_ERROR_bp 5
+#define CXLKV_REGS__STATUS__RING_ERROR_bw 1
 
 // reg - cxlkv_regs::REJECT_ADDR
 #define CXLKV_REGS__REJECT_ADDR__ADDR_bm 0xffff
@@ -255,6 +258,39 @@ extern "C" {
 #define CXLKV_REGS__IRQ_ENABLE__PHASE_CHANGE_bw 1
 #define CXLKV_REGS__IRQ_ENABLE__PHASE_CHANGE_reset 0x0
 
+// reg - cxlkv_regs::TLN_R
+#define CXLKV_REGS__TLN_R__VALUE_bm 0xfffffff
+#define CXLKV_REGS__TLN_R__VALUE_bp 0
+#define CXLKV_REGS__TLN_R__VALUE_bw 28
+#define CXLKV_REGS__TLN_R__VALUE_reset 0x0
+
+// reg - cxlkv_regs::TLN_D
+#define CXLKV_REGS__TLN_D__VALUE_bm 0xfffffff
+#define CXLKV_REGS__TLN_D__VALUE_bp 0
+#define CXLKV_REGS__TLN_D__VALUE_bw 28
+#define CXLKV_REGS__TLN_D__VALUE_reset 0x2c5d
+
+// reg - cxlkv_regs::HW_BUCKET
+#define CXLKV_REGS__HW_BUCKET__BITS_bm 0x1f
+#define CXLKV_REGS__HW_BUCKET__BITS_bp 0
+#define CXLKV_REGS__HW_BUCKET__BITS_bw 5
+#define CXLKV_REGS__HW_BUCKET__BITS_reset 0x3
+
+// reg - cxlkv_regs::HW_SAMPLE
+#define CXLKV_REGS__HW_SAMPLE__WRITE_SAMPLE_bm 0xffff
+#define CXLKV_REGS__HW_SAMPLE__WRITE_SAMPLE_bp 0
+#define CXLKV_REGS__HW_SAMPLE__WRITE_SAMPLE_bw 16
+#define CXLKV_REGS__HW_SAMPLE__WRITE_SAMPLE_reset 0x0
+#define CXLKV_REGS__HW_SAMPLE__READ_CREDIT_bm 0xffff0000
+#define CXLKV_REGS__HW_SAMPLE__READ_CREDIT_bp 16
+#define CXLKV_REGS__HW_SAMPLE__READ_CREDIT_bw 16
+#define CXLKV_REGS__HW_SAMPLE__READ_CREDIT_reset 0x0
+
+// reg - cxlkv_regs::HW_RING
+#define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bm 0x1f
+#define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bp 0
+#define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bw 5
+
 // reg - cxlkv_regs::counter_t_desc_c7401475
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bm 0xffffffffffffffff
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bp 0
@@ -280,10 +316,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_6E0109F9__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_6E0109F9__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_74d705c3
-#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_74D705C3__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_be076753
+#define CXLKV_REGS__COUNTER_T_DESC_BE076753__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_BE076753__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_BE076753__COUNT_bw 64
 
 // reg - cxlkv_regs::counter_t_desc_0d5b4710
 #define CXLKV_REGS__COUNTER_T_DESC_0D5B4710__COUNT_bm 0xffffffffffffffff
@@ -350,6 +386,26 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bw 64
 
+// reg - cxlkv_regs::counter_t_desc_34816d0e
+#define CXLKV_REGS__COUNTER_T_DESC_34816D0E__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_34816D0E__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_34816D0E__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_1e4ef92a
+#define CXLKV_REGS__COUNTER_T_DESC_1E4EF92A__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_1E4EF92A__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_1E4EF92A__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_5cab9628
+#define CXLKV_REGS__COUNTER_T_DESC_5CAB9628__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_5CAB9628__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_5CAB9628__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_658810e7
+#define CXLKV_REGS__COUNTER_T_DESC_658810E7__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_658810E7__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_658810E7__COUNT_bw 64
+
 // reg - cxlkv_regs::COLDLIST_HEAD
 #define CXLKV_REGS__COLDLIST_HEAD__INDEX_bm 0xffff
 #define CXLKV_REGS__COLDLIST_HEAD__INDEX_bp 0
@@ -400,7 +456,13 @@ typedef struct __attribute__ ((__packed__)) {
     uint8_t RESERVED_68_6f[0x8];
     uint32_t IRQ_STATUS;
     uint32_t IRQ_ENABLE;
-    uint8_t RESERVED_78_ff[0x88];
+    uint8_t RESERVED_78_7f[0x8];
+    uint32_t TLN_R;
+    uint32_t TLN_D;
+    uint32_t HW_BUCKET;
+    uint32_t HW_SAMPLE;
+    uint32_t HW_RING;
+    uint8_t RESERVED_94_ff[0x6c];
     uint64_t READS;
     uint64_t READ_HITS;
     uint64_t WRITES;
@@ -420,7 +482,12 @@ typedef struct __attribute__ ((__packed__)) {
     uint64_t QUANT_RAW_LINES;
     uint64_t PHASE_CHANGES;
     uint64_t STALL_CYCLES;
-    uint8_t RESERVED_198_1ff[0x68];
+    uint8_t RESERVED_198_19f[0x8];
+    uint64_t NO_VICTIM;
+    uint64_t STEP_ERRORS;
+    uint64_t BAD_EVENTS;
+    uint64_t COLDLIST_DROPS;
+    uint8_t RESERVED_1c0_1ff[0x40];
     uint32_t COLDLIST_HEAD;
     uint32_t COLDLIST_TAIL;
     uint32_t COLDLIST_THRESHOLD;
