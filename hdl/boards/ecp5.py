@@ -1,7 +1,8 @@
 """ECP5 pieces shared by the board tops: PLL configuration, the board top itself, LED indicators.
 
 :class:`BoardTop` puts :class:`cxlkv.hdl.uartbridge.BridgedController` (the
-controller behind the UART bridge) on a board described by a
+controller behind the UART bridge: register frames to its AXI4-Lite slave, event
+batches to its tracker's ``event``/``decision`` ports) on a board described by a
 :class:`cxlkv.hdl.boards.Board`: the core clock comes from an EHXPLLL at
 ``core_mhz``, reset from the PLL lock and a button, the bridge on the board's
 FTDI UART, and eight indicator LEDs (docs/bringup.md lists their meaning).

@@ -2,14 +2,18 @@
 
 25 MHz oscillator on G2, FTDI FT231X UART (FPGA rx M1, tx L4), eight LEDs D0..D7,
 buttons (F1 = ``button_fire`` 0 resets the design), 32 MB SDRAM (not used yet: the
-controller has no memory port; docs/fpga.md).
+tracker's memories are on chip; docs/fpga.md).
 """
 from cxlkv.hdl.boards import Board
 
-#: Llama-3-8B's geometry (32 layers x 8 KV heads = 256 queues), 8 Ki positions per queue.
-#: Today's controller keeps only the format table and the cold list on chip, so this is far
-#: from the part's limits; docs/fpga.md tracks the figures as blocks are integrated.
-CONTROLLER = {"n_layers": 32, "n_kv_heads": 8, "entries_log2": 13, "bitags": 16}
+#: The controller on the board: the tracker with its per-position memories in block RAM.
+#: 4 layers x 2 KV heads x 2^10 positions = 8 Ki words per region: the harness's default build
+#: (so a replay over the UART is the same build as `ctl --transport sim replay`), the geometry of
+#: the shipped traces (4 x 2, positions < 512), and ~30 % of the part's DP16KD blocks
+#: (docs/fpga.md, "The tracker on the board": the BRAM arithmetic; 16 Ki words is the most that fits).
+#: Llama-3-8B's 32 x 8 x 2^13 needs 2 Mi words per region: device DRAM behind the tracker's
+#: memory ports (``tracker="external"``), not wired yet.
+CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10, "bitags": 16, "tracker": "onchip"}
 
 
 def _platform():

@@ -8,7 +8,10 @@ compared with the model's prediction in order. Stimulus: reads and writes
 over the whole 4 KiB window and beyond it, pings, corrupt check bytes,
 unknown commands, truncated frames (silence past the frame timeout), line
 noise between frames, back-to-back frames, bytes with a bad stop bit, and
-random gaps between bytes. The ``errors`` counter is checked at the end.
+random gaps between bytes; event batches into the controller's tracker (good ones,
+a record that does not fit, a count beyond the bridge's limit, a damaged or truncated
+batch, a batch while CONTROL.enable = 0 that must time out as "stalled"). The
+``errors`` counter is checked at the end.
 
 Environment: CXLKV_UART_FRAMES (random scenarios, default 250), CXLKV_SEED.
 """
@@ -24,6 +27,9 @@ from cxlkv.sw.serial_transport import BridgeTransport
 from cxlkv.sw.transport import BusError, ModelTransport, TransportError
 from cxlkv.tb.common import InOrderScoreboard, env_int, params, test_rng
 
+CONTROL = regmap.BY_NAME["CONTROL"]
+ENABLE = 1 << CONTROL.field("enable").lsb
+
 REG_ADDRS = sorted({r.offset + 4 * w for r in regmap.REGISTERS for w in range(r.words)})
 COLD = regmap.MEMORIES[0]
 
@@ -33,8 +39,10 @@ class BridgeEnv:
         p = params()
         self.dut = dut
         self.div, self.timeout = p["divisor"], p["timeout_cycles"]
+        self.batch, self.event_timeout = p["event_batch"], p["event_timeout_cycles"]
         self.rng = test_rng()
-        self.model = proto.BridgeModel(ControllerModel())
+        self.model = proto.BridgeModel(ControllerModel(), event_batch=self.batch)
+        self.step = 0                          # the steps of random events rise, as a decode does
         self.sb = InOrderScoreboard("uartbridge")
         self.corrupt_at = corrupt_at          # negative test: damage one predicted byte
         self.n_expected = 0
@@ -100,8 +108,11 @@ class BridgeEnv:
             if max_gap and self.rng.random() < 0.3:
                 await ClockCycles(self.dut.clk, self.rng.randrange(1, max_gap))
 
-    async def drain(self, limit_chars=64):
-        """Wait until every predicted byte has arrived (or a generous limit passed)."""
+    async def drain(self, limit_chars=None):
+        """Wait until every predicted byte has arrived (or a generous limit passed: a batch's
+        answer, after the memory sweep or the decision timeout)."""
+        if limit_chars is None:
+            limit_chars = 80 + self.batch * 8 + self.event_timeout // (10 * self.div)
         for _ in range(limit_chars):
             if not self.sb.expected:
                 break
@@ -129,6 +140,28 @@ class BridgeEnv:
         return self.rng.choice([self.rng.getrandbits(32), self.rng.randrange(16), self.rng.randrange(1 << 16),
                                 self.rng.randrange(1 << 21)])
 
+    def random_records(self, n, bad=None):
+        """``n`` event records in the harness's format; ``bad``: index of one that does not fit."""
+        import numpy as np
+
+        from cxlkv.sw.transport import EVENT_DTYPE
+        rng = self.rng
+        rec = np.zeros(n, EVENT_DTYPE)
+        for i in range(n):
+            self.step += rng.choice([0, 0, 1, 3])
+            rec[i] = (rng.randrange(4), rng.randrange(2), rng.choice([rng.randrange(12), rng.randrange(1024)]),
+                      self.step, rng.getrandbits(16), int(rng.random() < 0.15), rng.getrandbits(8))
+        if bad is not None:
+            field, value = rng.choice([("layer", rng.randrange(4, 1 << 16)), ("head", rng.randrange(2, 1 << 16)),
+                                       ("position", rng.randrange(1024, 1 << 32)), ("write", rng.randrange(2, 256))])
+            rec[bad][field] = value
+        return rec
+
+    def random_batch(self):
+        rng = self.rng
+        n = rng.randrange(1, self.batch + 1)
+        return proto.encode_events(self.random_records(n, rng.randrange(n) if rng.random() < 0.1 else None).tobytes())
+
     def random_frame(self):
         k = self.rng.random()
         if k < 0.45:
@@ -139,10 +172,24 @@ class BridgeEnv:
 
     async def scenario(self):
         rng = self.rng
-        kind = rng.choices(["frame", "badchk", "badcmd", "truncated", "noise", "pipelined", "badstop"],
-                           [55, 8, 6, 5, 8, 10, 3])[0]
+        kind = rng.choices(["frame", "badchk", "badcmd", "truncated", "noise", "pipelined", "badstop", "events",
+                            "enable", "batchsize"], [55, 8, 6, 5, 8, 10, 3, 14, 2, 1])[0]
         gap = rng.choice([0, 0, 40])
-        if kind == "frame":
+        if kind == "events":
+            frame = self.random_batch()
+            if rng.random() < 0.1:
+                frame = bytearray(frame)
+                frame[rng.randrange(4, len(frame))] ^= 1 << rng.randrange(8)
+                frame = bytes(frame)
+            elif rng.random() < 0.05:
+                frame = frame[:rng.randrange(4, len(frame))]
+            await self.send(frame, gap)
+        elif kind == "enable":                       # the tracker on (mostly) or off: batches then stall
+            await self.send(proto.encode_write(CONTROL.offset, ENABLE if rng.random() < 0.8 else 0), gap)
+        elif kind == "batchsize":                    # 0 or beyond the limit: refused as the count arrives
+            n = rng.choice([0, self.batch + 1, 0xFFFF])
+            await self.send(bytes([proto.SYNC, proto.CMD_EVENTS]) + n.to_bytes(2, "little"), gap)
+        elif kind == "frame":
             await self.send(self.random_frame(), gap)
         elif kind == "badchk":
             frame = bytearray(self.random_frame())
@@ -200,16 +247,48 @@ async def test_directed(dut):
     assert env.model.errors == 3
 
 
+def _damage_last(frame):
+    return frame[:-1] + bytes([frame[-1] ^ 1])
+
+
+@cocotb.test()
+async def test_event_batches(dut):
+    """Event batches into the tracker: each answer once (done, bad record, batch size, checksum,
+    truncated, stalled while disabled), then the port again after re-enabling."""
+    env = BridgeEnv(dut)
+    await env.start()
+    await env.send(proto.encode_write(CONTROL.offset, ENABLE))
+    await env.drain()
+    frames = [proto.encode_events(env.random_records(env.batch).tobytes()) for _ in range(3)]
+    frames += [proto.encode_events(env.random_records(5, bad=3).tobytes()),
+               bytes([proto.SYNC, proto.CMD_EVENTS, env.batch + 1, 0]),
+               _damage_last(proto.encode_events(env.random_records(2).tobytes())),
+               proto.encode_write(CONTROL.offset, 0),
+               proto.encode_events(env.random_records(3).tobytes()),          # disabled: stalled after 0
+               proto.encode_write(CONTROL.offset, ENABLE),
+               proto.encode_events(env.random_records(1).tobytes())]
+    for frame in frames:
+        await env.send(frame)
+        await env.drain()
+    await env.send(proto.encode_events(env.random_records(4).tobytes())[:30])
+    await env.go_silent()
+    env.check()
+    assert env.model.events == 3 * env.batch + 1
+    assert env.model.errors == 5, env.model.errors
+
+
 @cocotb.test()
 async def test_random(dut):
     """Random scenarios with noise, errors, gaps and back-to-back frames against the model."""
     env = BridgeEnv(dut)
     await env.start()
+    await env.send(proto.encode_write(CONTROL.offset, ENABLE))      # the tracker on: batches run
+    await env.drain()
     for _ in range(env_int("CXLKV_UART_FRAMES", 250)):
         await env.scenario()
     env.check()
     dut._log.info(f"{env.sb.matched} response bytes matched, {env.model.transactions} bus transactions, "
-                  f"{env.model.errors} protocol errors, {env.line_errors} line errors")
+                  f"{env.model.events} events, {env.model.errors} protocol errors, {env.line_errors} line errors")
 
 
 @cocotb.test()
@@ -242,7 +321,7 @@ class UartPinTransport(BridgeTransport):
 
     async def _read(self, n):
         env = self.env
-        for _ in range(n * 20):
+        for _ in range(n * 20 + env.event_timeout // (10 * env.div) + 50):   # a batch answers after its decisions
             if len(env.received) >= n:
                 break
             await ClockCycles(env.dut.clk, 10 * env.div)
@@ -288,3 +367,54 @@ async def test_driver_over_uart(dut):
     assert (await dev.status())["cfg_reject"] == 1
     await dev.set_format(3, 2)
     assert await dev.get_format(3) == 2
+
+
+@cocotb.test()
+async def test_events_through_the_serial_transport(dut):
+    """BridgeTransport.events (what `ctl --transport serial replay` sends) on the pins: the RTL
+    tracker's decisions equal the model transport's, over several batches; then its errors."""
+    from cxlkv.sw.transport import EventPortError
+    env = BridgeEnv(dut)
+    await env.start()
+    transport = UartPinTransport(env)
+    transport.event_batch = env.batch
+    await transport.resync()
+    ref = ModelTransport()
+    for t in (transport, ref):
+        await t.write32(regmap.BY_NAME["QUEUE_BUDGET"].offset, 6)
+        await t.write32(CONTROL.offset, ENABLE)
+    rec = env.random_records(3 * env.batch + 5)
+    rec["position"] %= 20                       # one queue, 20 positions, budget 6: hits, misses, evictions
+    rec["layer"], rec["head"], rec["write"] = 0, 0, 0
+    got = await transport.events(rec)
+    want = await ref.events(rec)
+    assert (got == want).all(), (got, want)
+    flags = got["flags"].tolist()
+    assert any(f & 1 for f in flags) and any(f & 4 for f in flags), flags
+    rec[env.batch + 2]["head"] = 7
+    try:
+        await transport.events(rec)
+    except EventPortError as exc:
+        assert f"event record {env.batch + 2} does not fit" in str(exc), exc
+    else:
+        raise AssertionError("a record beyond the event port was taken")
+    await transport.write32(CONTROL.offset, 0)
+    try:
+        await transport.events(rec[:2])
+    except EventPortError as exc:
+        assert "stalled after 0 of 2" in str(exc), exc
+    else:
+        raise AssertionError("a disabled event port took events")
+
+
+@cocotb.test()
+async def test_scoreboard_catches_a_wrong_decision_byte(dut):
+    """Negative test on the event path: one damaged byte of a batch's decisions is reported."""
+    env = BridgeEnv(dut)
+    await env.start()
+    await env.send(proto.encode_write(CONTROL.offset, ENABLE))
+    await env.drain()
+    env.corrupt_at = env.n_expected + 3 + 8 * 2 + 4          # the flags of the third decision
+    await env.send(proto.encode_events(env.random_records(4).tobytes()))
+    await env.drain()
+    assert len(env.sb.mismatches) == 1 and env.sb.mismatches[0].index == env.corrupt_at, env.sb.mismatches
