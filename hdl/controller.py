@@ -21,6 +21,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl.phase import PhaseDetector
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
@@ -289,7 +290,6 @@ class Controller(wiring.Component):
             f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> regs.hw_bucket_bits),
             ring_error.eq((f_max + 2 > g.n_buckets) | trk.cfg_error),
             regs.status_ring_error.eq(ring_error),
-            regs.status_cfg_error.eq(ring_error),
             regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy)),
         ]
 
@@ -304,6 +304,21 @@ class Controller(wiring.Component):
         ]
         wiring.connect(m, trk.decision, wiring.flipped(self.decision))
 
+        # the phase detector taps the events the port accepts (not cleared by CONTROL.enable)
+        m.submodules.phase = ph = PhaseDetector()
+        m.d.comb += [
+            regs.caps_phase.eq(1),
+            ph.ev_valid.eq(self.event.valid & self.event.ready),
+            ph.ev_write.eq(self.event.payload.write),
+            ph.ratio.eq(regs.phase_cfg_ratio),
+            ph.window_log2.eq(regs.phase_cfg_window_log2),
+            ph.hysteresis.eq(regs.phase_cfg_hysteresis),
+            ph.phase_override.eq(regs.control_phase_override),
+            regs.status_phase.eq(ph.decode),
+            regs.status_cfg_error.eq(ring_error | ph.cfg_error),
+            regs.irq_status_phase_change_set.eq(ph.phase_change),
+        ]
+
         # the tracker's 32-bit counters step by at most one per cycle: each step is a pulse into
         # a 64-bit counter that CONTROL.counters_clear zeroes (the tracker's own reset does not)
         pulses = {}
@@ -313,11 +328,12 @@ class Controller(wiring.Component):
             m.d.sync += prev.eq(Mux(held, 0, cnt))
             pulses[name] = Signal(name=f"pulse_{name}")
             m.d.comb += pulses[name].eq(cnt != prev)
+        steps = {reg: sum(pulses[n] for n in names) for reg, names in COUNTER_SOURCES.items()}
+        steps["PHASE_CHANGES"] = ph.phase_change
         counters = {}
-        for reg, names in COUNTER_SOURCES.items():
+        for reg, step in steps.items():
             c = Signal(COUNTER_WIDTH, name=f"count_{reg.lower()}")
             counters[reg] = c
-            step = sum(pulses[n] for n in names)
             with m.If(regs.control_counters_clear):
                 m.d.sync += c.eq(0)
             with m.Else():

@@ -15,13 +15,19 @@ as the RTL wires them (docs/controller.md, "Configuration"):
   configuration needing more buckets sets STATUS.ring_error (and cfg_error) and the event
   port holds events until it fits;
 * CONTROL.enable = 0 holds the tracker cleared (state and memories); events are only
-  accepted while it is 1; CONTROL.counters_clear zeroes the counters.
+  accepted while it is 1; CONTROL.counters_clear zeroes the counters;
+* the phase detector (:class:`cxlkv.models.phase.PhaseDetector`, cycle accurate) sees every
+  event the port accepts (read or write) and PHASE_CFG, CONTROL.phase_override; its phase is
+  STATUS.phase, each change counts in PHASE_CHANGES and sets IRQ_STATUS.phase_change. It is
+  not cleared by CONTROL.enable. Between events the RTL's detector sees idle clocks, which
+  only apply an override: the model ticks it once, idle, after every register write.
 
 The model is transaction level: it answers as the RTL does once the device is quiescent.
 STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
 """
 from __future__ import annotations
 
+from cxlkv.models import phase as PH
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
 from cxlkv.models import scoring as S
@@ -40,6 +46,9 @@ COUNTER_SOURCES = {
     "NO_VICTIM": ("no_victim",), "VICTIM_NONE": ("victim_none",), "STALL_CYCLES": ("mem_wait_cycles",),
     "STEP_ERRORS": ("step_errors",), "BAD_EVENTS": ("bad_events",),
 }
+
+#: counters the top counts itself
+OWN_COUNTERS = ("PHASE_CHANGES",)
 
 #: the deadline ring of the default build: holds the NB of the policy's defaults (90 -> 128)
 DEFAULT_N_BUCKETS = 128
@@ -94,9 +103,11 @@ class ControllerModel:
         for field, v in (("entries_log2", entries_log2), ("bitags", bitags), ("coldlist_depth", COLDLIST.entries)):
             self.regs.set_hw("GEOMETRY2", field, v)
         self.regs.set_hw("CAPS", "tracker", int(self.has_tracker))
+        self.regs.set_hw("CAPS", "phase", int(self.has_tracker))
+        self.phase = PH.PhaseDetector() if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
-        self.counts = dict.fromkeys(COUNTER_SOURCES, 0)
+        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS), 0)
         self._publish()
 
     @property
@@ -127,6 +138,7 @@ class ControllerModel:
             self.tracker = None                 # held cleared while disabled
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets)
+        self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
         self._publish()
         return resp
 
@@ -140,6 +152,19 @@ class ControllerModel:
             tln_r=g("TLN_R", "value"), tln_d=g("TLN_D", "value"), bucket_bits=g("HW_BUCKET", "bits"),
             write_sample=g("HW_SAMPLE", "write_sample"), read_credit=g("HW_SAMPLE", "read_credit"))
 
+    def _phase_config(self) -> PH.PhaseConfig:
+        g = self.regs.get
+        return PH.PhaseConfig(ratio=g("PHASE_CFG", "ratio"), window_log2=g("PHASE_CFG", "window_log2"),
+                              hysteresis=g("PHASE_CFG", "hysteresis"), override=g("CONTROL", "phase_override"))
+
+    def _phase_tick(self, valid: int, write: int):
+        if self.phase is None:
+            return
+        self.phase.tick(self._phase_config(), valid, write)
+        if self.phase.phase_change:
+            self.counts["PHASE_CHANGES"] += 1
+            self.regs.hw_set("IRQ_STATUS", "phase_change")
+
     @property
     def ring_error(self) -> bool:
         return self.has_tracker and T.buckets_needed(self._config()) > self.n_buckets
@@ -148,8 +173,10 @@ class ControllerModel:
         for reg, v in self.counts.items():
             self.regs.set_hw(reg, "count", v)
         self.regs.set_hw("FILLS", "count", (self.counts["READS"] - self.counts["READ_HITS"]) % (1 << 64))
+        phase_error = self.phase is not None and PH.sanitize(self._phase_config())[1]
         self.regs.set_hw("STATUS", "ring_error", int(self.ring_error))
-        self.regs.set_hw("STATUS", "cfg_error", int(self.ring_error))
+        self.regs.set_hw("STATUS", "cfg_error", int(self.ring_error or phase_error))
+        self.regs.set_hw("STATUS", "phase", self.phase.phase if self.phase is not None else 0)
 
     # the event port
     def events(self, records) -> list[tuple[int, int, int, int, int, int]] | None:
@@ -164,6 +191,7 @@ class ControllerModel:
         out = []
         bad = 0
         for layer, head, pos, write, sample, step in records:
+            self._phase_tick(1, write)
             if layer >= self.n_layers or head >= self.n_kv_heads:
                 out.append((0, 0, 0, 0, 1, 0))
                 bad += 1

@@ -333,3 +333,46 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
     assert "exceeds the device's (4 x 2, 128 positions)" in capsys.readouterr().err
     assert main(["ctl", "--transport", "model", "--build", "colour=3", "info"]) == 2
     assert "bad --build parameters" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the phase detector in the top
+
+def _phase_state(dev):
+    return (dev.status()["phase"], dev.read_reg("PHASE_CHANGES"), dev.read_fields("IRQ_STATUS")["phase_change"])
+
+
+@pytest.mark.parametrize("kind", ["sim", "model"])
+def test_phase_detector_sees_the_accepted_events(sim, kind):
+    """Prefill (writes) then decode (reads): STATUS.phase, PHASE_CHANGES and IRQ_STATUS.phase_change
+    follow models.phase on the accepted events; the override forces the phase and counts too."""
+    from cxlkv.models import phase as PH
+    t = sim if kind == "sim" else ModelTransport(**PARAMS)
+    dev = _device(t)
+    assert "phase" in dev.info()["caps"]
+    cfg = PH.PhaseConfig(ratio=3, window_log2=4, hysteresis=2)
+    dev.configure(phase_ratio=cfg.ratio, phase_window_log2=cfg.window_log2, phase_hysteresis=cfg.hysteresis,
+                  enable=1, queue_budget=8)
+    dev.write_fields("IRQ_ENABLE", phase_change=1)
+    rng = np.random.default_rng(3)
+    ops = np.concatenate([rng.random(100) < 0.9, rng.random(200) < 0.05, rng.random(60) < 0.9]).astype(np.uint8)
+    rec = np.zeros(len(ops), EVENT_DTYPE)
+    rec["position"] = rng.integers(0, 64, len(ops))
+    rec["layer"], rec["head"], rec["write"] = rng.integers(0, 4, len(ops)), rng.integers(0, 2, len(ops)), ops
+    expected = PH.run(ops, cfg)
+    changes = int(np.count_nonzero(np.diff([0, *expected])))
+    seen = []
+    for lo in range(0, len(ops), 40):           # the state after each batch
+        asyncio.run(t.events(rec[lo:lo + 40]))
+        seen.append(dev.status()["phase"])
+    assert seen == [expected[min(lo + 40, len(ops)) - 1] for lo in range(0, len(ops), 40)]
+    # negative: the same check against a detector configured otherwise (hysteresis 100) must fail
+    other = PH.run(ops, PH.PhaseConfig(ratio=3, window_log2=4, hysteresis=100))
+    assert seen != [other[min(lo + 40, len(ops)) - 1] for lo in range(0, len(ops), 40)]
+    assert changes >= 2 and _phase_state(dev) == (expected[-1], changes, 1)
+    dev.write_fields("IRQ_STATUS", phase_change=1)
+    dev.configure(phase_override=2 - expected[-1])     # force the other phase
+    assert _phase_state(dev) == (1 - expected[-1], changes + 1, 1)
+    dev.clear_counters()
+    assert dev.read_reg("PHASE_CHANGES") == 0
+    dev._loop.close()
+
