@@ -137,3 +137,121 @@ def test_command_line_info_and_errors(emulator, capsys):
     assert json.loads(capsys.readouterr().out)["id"] == "0x43584b56"
     assert main(["info", "--device", "/dev/cxlkv-no-such-tty"]) == 2
     assert "cannot open serial port" in capsys.readouterr().err
+
+
+# ---- events over the UART: `ctl --transport serial replay` against the emulated board
+
+TRACE = "traces/tiny_llama_stdlib_thr001.npz"
+
+
+def test_replay_over_serial_equals_the_model_event_for_event(emulator):
+    from cxlkv.models.trace import load_trace
+    sub = load_trace(TRACE)
+    with SyncDevice(SerialTransport(emulator.path, BAUD)) as dev:
+        got = dev.replay(sub, 20, hw_pinned=2)
+        got_dec = dev.last_decisions
+    with SyncDevice(ModelTransport()) as ref:
+        want = ref.replay(sub, 20, hw_pinned=2)
+        want_dec = ref.last_decisions
+    assert got["transport"] == "serial" and got["events"] == len(sub)
+    assert {**got, "transport": "-"} == {**want, "transport": "-"}
+    assert (got_dec == want_dec).all()
+    assert got["evictions"] > 0 and 0 < got["read_hits"] < got["reads"]
+
+
+def test_event_port_errors_over_serial(emulator):
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE, EventPortError
+    rec = np.zeros(70, EVENT_DTYPE)
+    rec["position"] = np.arange(70)
+    t = SerialTransport(emulator.path, BAUD)
+    try:
+        with pytest.raises(EventPortError, match="stalled after 0 of 70"):     # CONTROL.enable = 0
+            asyncio.run(t.events(rec))
+        asyncio.run(t.write32(regmap.BY_NAME["CONTROL"].offset, 1))
+        assert len(asyncio.run(t.events(rec[:5]))) == 5
+        rec[66]["position"] = 1 << 10                                        # beyond the port: third batch
+        with pytest.raises(EventPortError, match="event record 66 does not fit"):
+            asyncio.run(t.events(rec))
+        assert emulator.model.events == 5 + 64                               # the first two batches ran
+        t.event_batch = 40                                                   # above the bridge's 32
+        with pytest.raises(TransportError, match="at most 32 events per batch"):
+            asyncio.run(t.events(rec[:40]))
+        t.event_batch = 32
+        assert len(asyncio.run(t.events(rec[:3]))) == 3                      # the link recovered
+    finally:
+        asyncio.run(t.close())
+
+
+def test_a_corrupted_event_batch_is_resent_and_runs_once():
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE
+    rec = np.zeros(4, EVENT_DTYPE)
+    rec["position"] = [1, 2, 1, 3]
+    # host stream: ping (5), write CONTROL (9), then the batch: its 12th byte is damaged
+    with BridgeEmulator(baud=BAUD, fault={5 + 9 + 12: 0x77}) as emu:
+        t = SerialTransport(emu.path, BAUD)
+        try:
+            asyncio.run(t.write32(regmap.BY_NAME["CONTROL"].offset, 1))
+            dec = asyncio.run(t.events(rec))
+            ref = ModelTransport()
+            asyncio.run(ref.write32(regmap.BY_NAME["CONTROL"].offset, 1))
+            assert (dec == asyncio.run(ref.events(rec))).all()
+            assert dec["flags"][2] & 1                                       # position 1 again: a hit
+            assert emu.model.events == 4 and emu.model.errors == 1
+        finally:
+            asyncio.run(t.close())
+
+
+@pytest.mark.parametrize("answer, message", [
+    (proto.encode_events_response(proto.EV_DONE, 1, bytes(8))[:-1] + b"\x01", "check byte"),
+    (proto.encode_events_response(proto.EV_DONE, 2, bytes(16)), "2 decisions answered to a batch of 1"),
+    (proto.encode_events_response(proto.EV_DONE, 1, bytes(8))[:6], "timed out"),
+    (proto.encode_response(proto.KIND_WRITE, 0), "register answer"),
+    (proto.encode_response(proto.KIND_ERROR, proto.ERR_COMMAND), "unknown command"),
+    (b"\x00\x00\x00\x00", "event-batch answer was expected"),
+])
+def test_bad_event_answers_raise_clear_errors(answer, message):
+    import numpy as np
+
+    from cxlkv.sw.transport import EVENT_DTYPE
+    line = ScriptedLine([answer])
+    with pytest.raises(TransportError, match=message):
+        asyncio.run(line.events(np.zeros(1, EVENT_DTYPE)))
+    assert len(line.sent) == 1
+
+
+def test_bringup_replay_commands_run_against_the_emulated_board():
+    """docs/bringup.md, section 5: the emulator and `cxlkv ctl --transport serial replay` as documented."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "bringup.md").read_text()
+    assert "python -m cxlkv.sw.serial_transport emulate --board ulx3s-85f" in doc
+    assert "cxlkv ctl --transport serial --device /dev/pts/3 replay traces/tiny_llama_stdlib_thr001.npz" in doc
+    emu = subprocess.Popen([sys.executable, "-m", "cxlkv.sw.serial_transport", "emulate", "--board", "ulx3s-85f"],
+                           stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        path = emu.stdout.readline().strip()
+        assert path.startswith("/dev/")
+        cli = [sys.executable, "-m", "cxlkv.sw.cli", "ctl"]
+        out = subprocess.run(cli + ["--transport", "serial", "--device", path, "replay", TRACE, "--entries", "10%",
+                                    "--json"], capture_output=True, text=True, cwd=root, timeout=240)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        ref = subprocess.run([sys.executable, "-m", "cxlkv.sw.cli", "policy", "replay", TRACE, "--policy", "hw",
+                              "--entries", "10%", "--json"], capture_output=True, text=True, cwd=root, timeout=240)
+        want = json.loads(ref.stdout)
+        for key in ("events", "reads", "read_hits", "writes", "fills", "evictions", "attention_recall"):
+            assert got[key] == want[key], key
+        bad = subprocess.run(cli + ["--transport", "serial", "--device", "/dev/cxlkv-no-such-tty", "replay", TRACE,
+                                    "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=60)
+        assert bad.returncode == 2 and "cannot open serial port" in bad.stderr and "Traceback" not in bad.stderr
+    finally:
+        emu.terminate()
+        emu.wait(timeout=10)
+        emu.stdout.close()
