@@ -1,0 +1,16 @@
+"""cocotb bench of the tier mover (cxlkv.hdl.tiermover) against cxlkv.models.tiermover."""
+from cxlkv.tb.runner import CocotbBench
+
+
+def _make_dut(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bits, depth, buf_lines):
+    from cxlkv.hdl.tiermover import TierMover
+    return TierMover(n_queues=n_queues, n_positions=n_positions, frames_per_queue=frames_per_queue,
+                     lines_per_entry=lines_per_entry, line_bits=line_bits, depth=depth, buf_lines=buf_lines)
+
+
+#: Small geometry: 3 queues (a 2-bit queue field, so queue 3 is out of range), 32 positions, 3 frames
+#: per queue (slot 3 is out of range), 4 lines of 32 bits per entry, 8 jobs in flight, 4-line buffers.
+PARAMS = {"n_queues": 3, "n_positions": 32, "frames_per_queue": 3, "lines_per_entry": 4, "line_bits": 32,
+          "depth": 8, "buf_lines": 4}
+
+BENCHES = [CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", PARAMS)]

@@ -1,0 +1,517 @@
+"""cocotb tests of the tier mover against cxlkv.models.tiermover.
+
+The stimulus is generated in command order from the golden model's own frame table (a
+tracker-like stream: hits, inserts into free frames, evictions, write misses, bypasses, bad
+commands, with the hazards: the same frame evicted back to back, a position evicted and refilled
+at once). For every command the bench decides up front what the host does (the grant's
+``dirty_from_host`` and the lines it writes back, the lines it writes after a write command), so
+the model predicts every line each port must carry. Scoreboards, all in order:
+
+* ``done``: one record per command;
+* ``evict_req``: the evicting commands' {queue, victim, slot};
+* DRAM reads (writebacks), DRAM writes with data (fills), flash reads (fills), flash writes with
+  data (writebacks): each port's traffic of one kind is the concatenation, in command order, of the
+  commands' traffic. The data checks the order per frame along the way: a writeback that read a
+  frame before its fill, or a fill that read flash before the writeback, carries the wrong data.
+
+At the end the DRAM and flash models' contents equal the model's, and the counters equal the
+model's. The bench's host: after a write command's ``done`` it writes its lines into the frame;
+it grants an eviction after a random latency; with ``dirty_from_host`` it first waits until every
+earlier command on the frame is done (it must have read the line to hold it dirty) and writes its
+dirty lines into the frame.
+
+Environment: CXLKV_COMMANDS (random test, default 3000), CXLKV_SEED; the throughput test:
+CXLKV_TM_MIX (hit / evict), CXLKV_TM_DRAM_LATENCY, CXLKV_TM_FLASH_LATENCY, CXLKV_TM_COMMANDS.
+"""
+import os
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from cxlkv.hdl.tiermover import TierMoverLayouts
+from cxlkv.models import tiermover as M
+from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int, params,
+                             report_metric, test_rng)
+from cxlkv.tb.tiermover.memory import TierMemory
+
+
+def config() -> M.TierMoverConfig:
+    p = params()
+    return M.TierMoverConfig(p["n_queues"], p["n_positions"], p["frames_per_queue"], p["lines_per_entry"],
+                             p["line_bits"])
+
+
+class Stimulus:
+    """Tracker-like commands generated against the model's frame table; the host's data decided up front."""
+
+    def __init__(self, cfg, rng, *, p_hit=0.35, p_write=0.3, p_bypass=0.03, p_bad=0.03, p_grant_dirty=0.25,
+                 p_same_frame=0.25, p_refill=0.25, queues=None):
+        self.cfg, self.rng = cfg, rng
+        self.p = dict(hit=p_hit, write=p_write, bypass=p_bypass, bad=p_bad, grant_dirty=p_grant_dirty,
+                      same_frame=p_same_frame, refill=p_refill)
+        self.queues = list(range(cfg.n_queues)) if queues is None else queues
+        mask = (1 << cfg.line_bits) - 1
+        flash = {a: rng.getrandbits(cfg.line_bits) & mask for a in range(cfg.flash_lines)}
+        self.flash0 = dict(flash)
+        self.model = M.TierMoverModel(cfg, flash=flash)
+        self.items = []          # per command: dict(cmd, res, grant_dirty, grant_lines, host_lines)
+        self.last_slot = {}      # queue -> slot of its last eviction
+        self.last_victim = {}    # queue -> position evicted last
+        self.cover = dict.fromkeys(("hit", "write_hit", "fill_free", "write_miss", "writeback", "clean_drop",
+                                    "grant_dirty", "same_frame_b2b", "evict_then_refill", "bypass", "bad"), 0)
+        self.prev = None
+
+    def _lines(self, all_lines):
+        cfg, rng = self.cfg, self.rng
+        idx = range(cfg.lines_per_entry) if all_lines else \
+            sorted(rng.sample(range(cfg.lines_per_entry), rng.randint(1, cfg.lines_per_entry)))
+        return {i: rng.getrandbits(cfg.line_bits) for i in idx}
+
+    def _bad(self, q):
+        cfg, rng = self.cfg, self.rng
+        frames = [self.model.frames[cfg.frame(q, s)] for s in range(cfg.frames_per_queue)]
+        choices = [M.Command((1 << cfg.queue_bits) - 1, 0, 0, hit=1)] if cfg.n_queues < (1 << cfg.queue_bits) else []
+        if cfg.frames_per_queue < (1 << cfg.slot_bits):
+            choices.append(M.Command(q, 1, (1 << cfg.slot_bits) - 1, inserted=1))
+        s = rng.randrange(cfg.frames_per_queue)
+        fr = frames[s]
+        choices.append(M.Command(q, (fr.position + 1) % cfg.n_positions, s, hit=1))        # wrong position
+        if fr.valid:
+            choices.append(M.Command(q, (fr.position + 2) % cfg.n_positions, s, inserted=1))   # occupied
+            choices.append(M.Command(q, (fr.position + 2) % cfg.n_positions, s, inserted=1, victim_valid=1,
+                                     victim=(fr.position + 1) % cfg.n_positions))       # wrong victim
+        choices.append(M.Command(q, 0, s, victim_valid=1))                               # victim without insert
+        return rng.choice(choices)
+
+    def next(self):
+        cfg, rng, p = self.cfg, self.rng, self.p
+        q = rng.choice(self.queues)
+        frames = [self.model.frames[cfg.frame(q, s)] for s in range(cfg.frames_per_queue)]
+        resident = {fr.position: s for s, fr in enumerate(frames) if fr.valid}
+        write = int(rng.random() < p["write"])
+        x = rng.random()
+        if x < p["bad"]:
+            cmd = self._bad(q)
+        elif x < p["bad"] + p["bypass"]:
+            cmd = M.Command(q, rng.randrange(cfg.n_positions), rng.randrange(cfg.frames_per_queue), write=write)
+        elif resident and x < p["bad"] + p["bypass"] + p["hit"]:
+            pos = rng.choice(sorted(resident))
+            cmd = M.Command(q, pos, resident[pos], hit=1, write=write)
+        else:
+            free = [s for s, fr in enumerate(frames) if not fr.valid]
+            if q in self.last_victim and self.last_victim[q] not in resident and rng.random() < p["refill"]:
+                pos = self.last_victim[q]
+            else:
+                pos = rng.choice([x for x in range(cfg.n_positions) if x not in resident])
+            if free:
+                cmd = M.Command(q, pos, free[0], inserted=1, write=write)
+            else:
+                if q in self.last_slot and rng.random() < p["same_frame"]:
+                    s = self.last_slot[q]
+                else:
+                    s = rng.randrange(cfg.frames_per_queue)
+                cmd = M.Command(q, pos, s, inserted=1, victim_valid=1, victim=frames[s].position, write=write)
+        return self.add(cmd)
+
+    def add(self, cmd, grant_dirty=None):
+        cfg, rng = self.cfg, self.rng
+        evicting = M.check_command(cfg, self._frame(cmd), cmd) is None and cmd.inserted and cmd.victim_valid \
+            and not cmd.hit
+        gd = evicting and (rng.random() < self.p["grant_dirty"] if grant_dirty is None else grant_dirty)
+        glines = self._lines(False) if gd else None
+        prev = self.prev
+        res = self.model.command(cmd, gd, glines)
+        host = None
+        if cmd.write and not (res.done["bad"] or res.done["bypass"]):
+            host = self._lines(not res.done["hit"])     # a write miss overwrites the whole entry
+            self.model.host_write(cmd.queue, cmd.slot, host)
+        d = res.done
+        cv = self.cover
+        cv["bad"] += d["bad"]
+        cv["bypass"] += d["bypass"]
+        cv["hit"] += d["hit"]
+        cv["write_hit"] += d["hit"] & cmd.write
+        cv["writeback"] += d["writeback"]
+        cv["clean_drop"] += d["clean_drop"]
+        cv["grant_dirty"] += int(bool(gd))
+        cv["fill_free"] += d["fill"] and not cmd.victim_valid
+        cv["write_miss"] += int(cmd.inserted and cmd.write and not d["bad"])
+        if evicting:
+            if prev is not None and prev.queue == cmd.queue and prev.slot == cmd.slot and prev.inserted \
+                    and not prev.hit:
+                cv["same_frame_b2b"] += 1
+            self.last_slot[cmd.queue] = cmd.slot
+            self.last_victim[cmd.queue] = cmd.victim
+        if prev is not None and prev.inserted and prev.victim_valid and cmd.inserted and not d["bad"] \
+                and prev.queue == cmd.queue and prev.victim == cmd.position:
+            cv["evict_then_refill"] += 1
+        self.prev = cmd if not d["bad"] else None
+        self.items.append(dict(cmd=cmd, res=res, grant_dirty=bool(gd), grant_lines=glines, host_lines=host))
+        return self.items[-1]
+
+    def _frame(self, cmd):
+        cfg = self.cfg
+        if 0 <= cmd.queue < cfg.n_queues and 0 <= cmd.slot < cfg.frames_per_queue:
+            return self.model.frames[cfg.frame(cmd.queue, cmd.slot)]
+        return None
+
+
+class TierEnv:
+    def __init__(self, dut, stim: Stimulus, rng, *, dram_latency=(2, 3), flash_latency=(6, 10), ready_prob=1.0,
+                 cmd_idle=0.0, done_ready=1.0, grant_latency=(1, 6), manual_grants=False):
+        self.dut, self.stim, self.cfg, self.rng = dut, stim, stim.cfg, rng
+        lay = TierMoverLayouts(self.cfg)
+        self.cmd_pack, self.done_pack = Packer(lay.command), Packer(lay.done)
+        self.ereq_pack, self.grant_pack = Packer(lay.evict_req), Packer(lay.evict_grant)
+        self.cmd_port, self.done_port = StreamPort(dut, "cmd"), StreamPort(dut, "done")
+        self.ereq_port, self.grant_port = StreamPort(dut, "evict_req"), StreamPort(dut, "evict_grant")
+        self.sb = {n: InOrderScoreboard(f"tiermover.{n}") for n in
+                   ("done", "evict_req", "dram_read", "dram_write", "flash_read", "flash_write")}
+        self.dram = TierMemory(dut.clk, StreamPort(dut, "dram_req"), StreamPort(dut, "dram_resp"),
+                               Packer(lay.dram_req), rng, ready_prob=ready_prob, burst=3,
+                               latency=dram_latency[0], jitter=dram_latency[1] - dram_latency[0], name="dram",
+                               on_request=lambda w, a, d: self._mem("dram", w, a, d))
+        self.flash = TierMemory(dut.clk, StreamPort(dut, "flash_req"), StreamPort(dut, "flash_resp"),
+                                Packer(lay.flash_req), rng, ready_prob=ready_prob, burst=3,
+                                latency=flash_latency[0], jitter=flash_latency[1] - flash_latency[0],
+                                name="flash", words=stim.flash0,
+                                on_request=lambda w, a, d: self._mem("flash", w, a, d))
+        self.cmd_idle, self.done_ready, self.grant_latency = cmd_idle, done_ready, grant_latency
+        self.manual_grants = manual_grants
+        self.n_expected = 0
+        self.done_count = 0
+        self.ereqs = []              # evict_req handshakes not yet granted: (command index, payload, cycle)
+        self.evict_idx = []          # command indices of evicting commands, in order
+        self.n_ereq = 0
+        self.cycle = 0
+        self.first_accept = None
+        self.accepted = 0
+        self.last_done_cycle = None
+
+    def _mem(self, port, write, addr, data):
+        if port == "dram":
+            self.sb["dram_write"].actual((addr, data)) if write else self.sb["dram_read"].actual(addr)
+        else:
+            self.sb["flash_write"].actual((addr, data)) if write else self.sb["flash_read"].actual(addr)
+
+    def expect(self, items):
+        """Queue the model's predictions of ``items`` (Stimulus items, in command order)."""
+        for it in items:
+            res = it["res"]
+            idx = self.n_expected
+            self.n_expected += 1
+            self.sb["done"].expect(res.done)
+            if res.evict:
+                c = it["cmd"]
+                self.sb["evict_req"].expect({"queue": c.queue, "position": c.victim, "slot": c.slot})
+                self.evict_idx.append(idx)
+            for a in res.dram_reads:
+                self.sb["dram_read"].expect(a)
+            for x in res.dram_writes:
+                self.sb["dram_write"].expect(x)
+            for a in res.flash_reads:
+                self.sb["flash_read"].expect(a)
+            for x in res.flash_writes:
+                self.sb["flash_write"].expect(x)
+
+    async def start(self):
+        dut = self.dut
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        dut.rst.value = 1
+        for s in (dut.cmd__valid, dut.done__ready, dut.evict_req__ready, dut.evict_grant__valid, dut.clear_status):
+            s.value = 0
+        cocotb.start_soon(self.dram.run())
+        cocotb.start_soon(self.flash.run())
+        cocotb.start_soon(self._monitor())
+        if not self.manual_grants:
+            cocotb.start_soon(self._grants())
+        cocotb.start_soon(drive_ready(dut.clk, self.done_port, self.rng, self.done_ready, burst=3))
+        for _ in range(3):
+            await RisingEdge(dut.clk)
+        dut.rst.value = 0
+        while int(dut.busy.value):
+            await RisingEdge(dut.clk)
+
+    async def _monitor(self):
+        dut = self.dut
+        while True:
+            await ReadOnly()
+            self.cycle += 1
+            if int(self.cmd_port.valid.value) and int(self.cmd_port.ready.value):
+                if self.first_accept is None:
+                    self.first_accept = self.cycle
+                self.accepted += 1
+            if int(self.ereq_port.valid.value) and int(self.ereq_port.ready.value):
+                pl = self.ereq_pack.unpack(int(self.ereq_port.payload.value))
+                self.sb["evict_req"].actual(pl)
+                k = self.evict_idx[self.n_ereq] if self.n_ereq < len(self.evict_idx) else None
+                self.n_ereq += 1
+                self.ereqs.append((k, pl, self.cycle))
+            if int(self.done_port.valid.value) and int(self.done_port.ready.value):
+                pl = self.done_pack.unpack(int(self.done_port.payload.value))
+                self.sb["done"].actual(pl)
+                k = self.done_count
+                self.done_count += 1
+                self.last_done_cycle = self.cycle
+                if k < len(self.stim.items):
+                    it = self.stim.items[k]
+                    if it["host_lines"]:          # the host writes the entry once the command is done
+                        c = it["cmd"]
+                        for i, v in it["host_lines"].items():
+                            self.dram.words[self.cfg.dram_addr(c.queue, c.slot, i)] = v
+            await RisingEdge(dut.clk)
+
+    def _frame_free(self, k):
+        """The host may answer the snoop of command ``k``'s victim. A clean answer needs nothing (the
+        host holds no copy; the host's data of earlier write commands is ordered by the tier mover, which
+        reads a frame only after every earlier command on it is done). With ``dirty_from_host`` the host
+        read the victim, so every earlier command on the frame is done before it writes the lines back."""
+        it = self.stim.items[k]
+        if not it["grant_dirty"]:
+            return True
+        c = it["cmd"]
+        for j in range(k - 1, self.done_count - 1, -1):
+            cj = self.stim.items[j]["cmd"]
+            if cj.queue == c.queue and cj.slot == c.slot:
+                return False
+        return True
+
+    async def _grants(self):
+        dut, rng = self.dut, self.rng
+        self.ereq_port.ready.value = 1
+        while True:
+            if not self.ereqs:
+                await RisingEdge(dut.clk)
+                continue
+            k, pl, t = self.ereqs[0]
+            wait = rng.randint(*self.grant_latency)
+            while self.cycle < t + wait or (k is not None and not self._frame_free(k)):
+                await RisingEdge(dut.clk)
+            dirty = 0
+            if k is not None:
+                it = self.stim.items[k]
+                dirty = int(it["grant_dirty"])
+                if dirty:                        # the host writes its dirty lines back, then answers
+                    c = it["cmd"]
+                    for i, v in it["grant_lines"].items():
+                        self.dram.words[self.cfg.dram_addr(c.queue, c.slot, i)] = v
+            await self.grant(pl["queue"], pl["position"], dirty)
+            self.ereqs.pop(0)
+
+    async def grant(self, queue, position, dirty=0):
+        """Offer one grant and wait until it is taken."""
+        dut = self.dut
+        self.grant_port.payload.value = self.grant_pack.pack({"queue": queue, "position": position,
+                                                              "dirty_from_host": dirty})
+        self.grant_port.valid.value = 1
+        while True:
+            await ReadOnly()
+            taken = bool(self.grant_port.ready.value)
+            await RisingEdge(dut.clk)
+            if taken:
+                break
+        self.grant_port.valid.value = 0
+
+    async def drive(self, items):
+        await drive_stream(self.dut.clk, self.cmd_port, self.cmd_pack, [it["cmd"].as_dict() for it in items],
+                           self.rng, idle=self.cmd_idle)
+
+    async def drain(self, count=None, limit=200000):
+        """Wait until ``count`` (default: every expected) commands are done and nothing is in flight."""
+        dut = self.dut
+        count = self.n_expected if count is None else count
+        for _ in range(limit):
+            await RisingEdge(dut.clk)
+            if self.done_count >= count and int(dut.idle.value) and self.dram.quiet and self.flash.quiet:
+                for _ in range(5):
+                    await RisingEdge(dut.clk)
+                return
+        raise AssertionError(f"tier mover did not drain: {self.done_count} of {self.n_expected} done")
+
+    def check(self, *, counters=True):
+        for sb in self.sb.values():
+            if sb.name.endswith("evict_req") and not self.evict_idx and not self.n_ereq:
+                continue
+            if not sb.compared and not sb.expected and not sb.unexpected:
+                continue         # a kind of traffic this run did not produce (checked by coverage)
+            sb.check()
+        model = self.stim.model
+        cfg = self.cfg
+        bad_d = [a for a in range(cfg.dram_lines) if self.dram.words.get(a, 0) != model.dram.get(a, 0)]
+        bad_f = [a for a in range(cfg.flash_lines) if self.flash.words.get(a, 0) != model.flash.get(a, 0)]
+        assert not bad_d, f"DRAM content differs from the model at {len(bad_d)} lines, first {bad_d[:4]}"
+        assert not bad_f, f"flash content differs from the model at {len(bad_f)} lines, first {bad_f[:4]}"
+        if counters:
+            got = {n: int(getattr(self.dut, n).value) for n in M.COUNTERS}
+            assert got == model.counters, f"counters {got} != model {model.counters}"
+
+
+@cocotb.test()
+async def test_random(dut):
+    """Random tracker-like commands with hazards, memory stalls and latency jitter, done backpressure,
+    idle input cycles; every port's traffic, data and counters against the model."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng)
+    items = [stim.next() for _ in range(env_int("CXLKV_COMMANDS", 3000))]
+    env = TierEnv(dut, stim, rng, dram_latency=(1, 6), flash_latency=(3, 14), ready_prob=0.75, cmd_idle=0.2,
+                  done_ready=0.7, grant_latency=(0, 12))
+    env.expect(items)
+    await env.start()
+    await env.drive(items)
+    await env.drain()
+    env.check()
+    for name in M.COUNTERS_RTL[2:]:
+        assert int(getattr(dut, name).value) == 0, f"{name} = {int(getattr(dut, name).value)}"
+    assert int(dut.err_status.value) == 0
+    assert int(dut.stall_cycles.value) > 0 and int(dut.mem_wait_cycles.value) > 0
+    dut._log.info("coverage %s; stall_cycles %d, mem_wait_cycles %d", stim.cover, int(dut.stall_cycles.value),
+                  int(dut.mem_wait_cycles.value))
+    missing = [k for k, v in stim.cover.items() if v == 0]
+    assert not missing, f"coverage bins not hit: {missing}"
+    for k, v in stim.cover.items():
+        report_metric(f"tiermover.coverage.{k}", v, "commands", {"commands": len(items)})
+
+
+@cocotb.test()
+async def test_hazards_back_to_back(dut):
+    """Directed hazards with slow flash and fast grants: the same frame evicted on consecutive commands
+    (dirty by write misses and by the host's grant), a position evicted and at once refilled into
+    another frame, a hit on a frame still being filled, all offered back to back."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng, p_grant_dirty=0.0)
+    C = M.Command
+    q = 0
+    items = [stim.add(C(q, s, s, inserted=1)) for s in range(cfg.frames_per_queue)]   # read fills into free frames
+    items.append(stim.add(C(q, 10, 0, inserted=1, victim_valid=1, victim=0, write=1)))  # evict clean 0, write miss
+    items.append(stim.add(C(q, 11, 0, inserted=1, victim_valid=1, victim=10)))          # evict dirty 10, fill 11
+    items.append(stim.add(C(q, 11, 0, hit=1)))                                          # hit on the frame being filled
+    items.append(stim.add(C(q, 12, 0, inserted=1, victim_valid=1, victim=11), grant_dirty=True))  # host-dirty
+    items.append(stim.add(C(q, 10, 1, inserted=1, victim_valid=1, victim=1)))           # refill 10 (written back)
+    items.append(stim.add(C(q, 1, 2, inserted=1, victim_valid=1, victim=2, write=1)))   # 1 again, by a write miss
+    items.append(stim.add(C(q, 2, 2, inserted=1, victim_valid=1, victim=1)))            # same frame: 1 out (dirty)
+    items.append(stim.add(C(q, 1, 1, inserted=1, victim_valid=1, victim=10)))           # ... and 1 filled at once
+    items.append(stim.add(C(q, 12, 0, hit=1, write=1)))
+    items.append(stim.add(C(q, 13, 0, inserted=1, victim_valid=1, victim=12)))          # dirty by the hit above
+    env = TierEnv(dut, stim, rng, dram_latency=(1, 1), flash_latency=(12, 12), grant_latency=(0, 0))
+    env.expect(items)
+    await env.start()
+    await env.drive(items)
+    await env.drain()
+    env.check()
+    d = [it["res"].done for it in items]
+    assert [x["writeback"] for x in d[3:]] == [0, 1, 0, 1, 0, 0, 1, 0, 0, 1]
+    assert [x["clean_drop"] for x in d[3:]] == [1, 0, 0, 0, 1, 1, 0, 1, 0, 0]
+
+
+@cocotb.test()
+async def test_protocol_errors(dut):
+    """An unexpected grant, a grant for the wrong entry, and a DRAM response nobody asked for are counted
+    and latched in err_status (W1C), and lost nowhere: the eviction still completes with the right grant."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng, p_grant_dirty=0.0)
+    C = M.Command
+    items = [stim.add(C(1, 5, 0, inserted=1, write=1)),
+             stim.add(C(1, 6, 0, inserted=1, victim_valid=1, victim=5))]
+    env = TierEnv(dut, stim, rng, manual_grants=True)
+    env.expect(items)
+    await env.start()
+    env.ereq_port.ready.value = 1
+    await env.grant(1, 5)                                  # nothing requested yet
+    for _ in range(2):
+        await RisingEdge(dut.clk)
+    assert int(dut.grant_unexpected.value) == 1 and int(dut.err_status.value) == M.ERR_GRANT_UNEXPECTED
+    await env.drive(items)
+    while not env.ereqs:
+        await RisingEdge(dut.clk)
+    await env.grant(1, 7)                                  # the wrong entry: counted, still waiting
+    await env.grant(2, 5)
+    for _ in range(3):
+        await RisingEdge(dut.clk)
+    assert int(dut.grant_mismatch.value) == 2
+    assert env.done_count == 1, "the eviction must wait for its own grant"
+    env.dram.inject.append(0x1234)                         # a DRAM answer with no read pending
+    for _ in range(3):
+        await RisingEdge(dut.clk)
+    assert int(dut.resp_unexpected.value) == 1
+    assert int(dut.err_status.value) == M.ERR_GRANT_UNEXPECTED | M.ERR_GRANT_MISMATCH | M.ERR_RESP_UNEXPECTED
+    await env.grant(1, 5)
+    env.ereqs.clear()
+    await env.drain()
+    env.check()
+    dut.clear_status.value = M.ERR_GRANT_MISMATCH | M.ERR_RESP_UNEXPECTED
+    await RisingEdge(dut.clk)
+    dut.clear_status.value = 0
+    await RisingEdge(dut.clk)
+    await ReadOnly()
+    assert int(dut.err_status.value) == M.ERR_GRANT_UNEXPECTED
+    assert int(dut.grant_unexpected.value) == 1 and int(dut.grant_mismatch.value) == 2
+
+
+@cocotb.test()
+async def test_scoreboard_catches_corruption(dut):
+    """Negative test: one corrupted predicted flash-write line is reported, exactly it."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng, p_bad=0.0, p_bypass=0.0)
+    items = [stim.next() for _ in range(300)]
+    env = TierEnv(dut, stim, rng)
+    env.expect(items)
+    sb = env.sb["flash_write"]
+    assert len(sb.expected) > 3, "the run must write back"
+    target = len(sb.expected) // 2
+    a, v = sb.expected[target]
+    sb.expected[target] = (a, v ^ 1)
+    await env.start()
+    await env.drive(items)
+    await env.drain()
+    sb.assert_caught_one(target, log=dut._log)
+    for name, other in env.sb.items():
+        if name != "flash_write":
+            other.check()
+
+
+@cocotb.test()
+async def test_throughput(dut):
+    """tiermover.commands_per_cycle for one mix at given latencies (a figure, not a goal): commands offered
+    back to back, memories and done always ready, grants after a fixed latency."""
+    rng = test_rng()
+    cfg = config()
+    mix = os.environ.get("CXLKV_TM_MIX", "hit")
+    dl = env_int("CXLKV_TM_DRAM_LATENCY", 2)
+    fl = env_int("CXLKV_TM_FLASH_LATENCY", 8)
+    gl = env_int("CXLKV_TM_GRANT_LATENCY", 2)
+    n = env_int("CXLKV_TM_COMMANDS", 2000)
+    if mix == "hit":
+        stim = Stimulus(cfg, rng, p_hit=0.9, p_write=0.3, p_bypass=0.0, p_bad=0.0, p_grant_dirty=0.0,
+                        p_same_frame=0.0, p_refill=0.0)
+    elif mix == "evict":
+        stim = Stimulus(cfg, rng, p_hit=0.0, p_write=0.3, p_bypass=0.0, p_bad=0.0, p_grant_dirty=0.0,
+                        p_same_frame=0.0, p_refill=0.0)
+    else:
+        raise AssertionError(f"CXLKV_TM_MIX must be hit or evict, not {mix!r}")
+    warm = [stim.add(M.Command(q, s, s, inserted=1)) for q in range(cfg.n_queues)
+            for s in range(cfg.frames_per_queue)]
+    items = warm + [stim.next() for _ in range(n)]
+    env = TierEnv(dut, stim, rng, dram_latency=(dl, dl), flash_latency=(fl, fl), grant_latency=(gl, gl))
+    env.expect(items)
+    await env.start()
+    await env.drive(warm)
+    await env.drain(len(warm))
+    start_done, start_cycle = env.done_count, env.cycle
+    await env.drive(items[len(warm):])
+    await env.drain()
+    env.check()
+    cycles = env.last_done_cycle - start_cycle
+    measured = env.done_count - start_done
+    d = [it["res"].done for it in items[len(warm):]]
+    conf = {"mix": mix, "commands": measured, "hits": sum(x["hit"] for x in d),
+            "writebacks": sum(x["writeback"] for x in d), "fills": sum(x["fill"] for x in d),
+            "dram_latency": dl, "flash_latency": fl, "grant_latency": gl, "lines_per_entry": cfg.lines_per_entry,
+            "depth": params()["depth"], "buf_lines": params()["buf_lines"]}
+    value = round(measured / cycles, 4)
+    dut._log.info("tiermover.commands_per_cycle = %s (%s)", value, conf)
+    report_metric(f"tiermover.commands_per_cycle.{mix}_heavy", value, "commands/cycle", conf)
