@@ -15,7 +15,7 @@ access tracker (hdl/tracker.py) with
 
 CAPS says which blocks are present.
 """
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -33,6 +33,8 @@ from cxlkv.models.controller import COUNTER_SOURCES, DEFAULT_N_BUCKETS, check_n_
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
 COUNTER_WIDTH = 64
+#: the low bits of a cold-list entry (CHMU counter_width): the eviction's ordinal, mod 2^16
+COLDLIST_COUNT_BITS = 16
 
 
 class TrackerMemory(wiring.Component):
@@ -221,10 +223,10 @@ class Controller(wiring.Component):
         m.d.comb += [ext.rdata.eq(rdata), ext.err.eq(err)]
 
         if self.geom is not None:
-            self._elaborate_tracker(m, regs)
+            self._elaborate_tracker(m, regs, cold)
         return m
 
-    def _elaborate_tracker(self, m, regs):
+    def _elaborate_tracker(self, m, regs, cold):
         g = self.geom
         trk = self._new_tracker()
         m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1)]
@@ -340,6 +342,40 @@ class Controller(wiring.Component):
                 m.d.sync += c.eq(c + step)
             m.d.comb += getattr(regs, f"{reg.lower()}_count").eq(c)
         m.d.comb += regs.fills_count.eq(counters["READS"] - counters["READ_HITS"])
+
+        # cold list: every eviction's victim, CHMU hot-list entry {unit index, count}; the host
+        # consumes entries and advances COLDLIST_TAIL; a full ring (63 pending) drops, counted
+        depth = COLDLIST.entries
+        dec = self.decision
+        head = Signal(range(depth))
+        seq = Signal(COLDLIST_COUNT_BITS)            # evictions offered to the list (the count)
+        pending = Signal(range(depth))
+        full = Signal()
+        push = Signal()
+        queue = Signal(g.qb)
+        cold_wr = cold.write_port()
+        m.d.comb += [
+            pending.eq(head - regs.coldlist_tail_index[:len(head)]),
+            full.eq(pending == depth - 1),
+            push.eq(dec.valid & dec.ready & dec.payload.victim_valid),
+            queue.eq(dec.payload.layer * g.n_kv_heads + dec.payload.head),
+            regs.coldlist_head_index.eq(head),
+            cold_wr.addr.eq(head),
+            cold_wr.data.eq(Cat(seq, dec.payload.victim[:g.pb], queue)),
+            cold_wr.en.eq(push & ~full),
+            regs.irq_status_coldlist_overflow_set.eq(push & full),
+            regs.irq_status_coldlist_fill_set.eq(push & ~full & (pending + 1 >= regs.coldlist_threshold_entries)),
+        ]
+        drops = Signal(COUNTER_WIDTH)
+        with m.If(push):
+            m.d.sync += seq.eq(seq + 1)
+            with m.If(~full):
+                m.d.sync += head.eq(head + 1)
+        with m.If(regs.control_counters_clear):
+            m.d.sync += drops.eq(0)
+        with m.Elif(push & full):
+            m.d.sync += drops.eq(drops + 1)
+        m.d.comb += regs.coldlist_drops_count.eq(drops)
 
 
 def verilog_tops():

@@ -20,7 +20,13 @@ as the RTL wires them (docs/controller.md, "Configuration"):
   event the port accepts (read or write) and PHASE_CFG, CONTROL.phase_override; its phase is
   STATUS.phase, each change counts in PHASE_CHANGES and sets IRQ_STATUS.phase_change. It is
   not cleared by CONTROL.enable. Between events the RTL's detector sees idle clocks, which
-  only apply an override: the model ticks it once, idle, after every register write.
+  only apply an override: the model ticks it once, idle, after every register write;
+* the cold list: every eviction (a decision with a victim) is offered to the ring as the
+  CHMU hot-list entry ``unit << 16 | count``, unit = (queue << entries_log2) | victim,
+  count = the eviction's ordinal since reset mod 2^16 (so a gap shows drops); written at
+  COLDLIST_HEAD, which advances, unless 63 entries are pending ((HEAD - TAIL) mod 64): then
+  it is dropped, counted in COLDLIST_DROPS, and IRQ_STATUS.coldlist_overflow is set; a
+  written entry that makes COLDLIST_THRESHOLD or more pending sets IRQ_STATUS.coldlist_fill.
 
 The model is transaction level: it answers as the RTL does once the device is quiescent.
 STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
@@ -48,7 +54,21 @@ COUNTER_SOURCES = {
 }
 
 #: counters the top counts itself
-OWN_COUNTERS = ("PHASE_CHANGES",)
+OWN_COUNTERS = ("PHASE_CHANGES", "COLDLIST_DROPS")
+#: the count field of a cold-list entry (CHMU counter_width)
+COLDLIST_COUNT_BITS = 16
+
+
+def coldlist_entry(queue: int, position: int, count: int, entries_log2: int) -> int:
+    """A cold-list entry: unit index {queue, position} in the high bits, the count in the low 16."""
+    return (((queue << entries_log2) | position) << COLDLIST_COUNT_BITS) | (count & ((1 << COLDLIST_COUNT_BITS) - 1))
+
+
+def decode_coldlist_entry(entry: int, entries_log2: int, n_kv_heads: int) -> dict:
+    unit = entry >> COLDLIST_COUNT_BITS
+    queue, position = unit >> entries_log2, unit & ((1 << entries_log2) - 1)
+    return {"queue": queue, "layer": queue // n_kv_heads, "head": queue % n_kv_heads, "position": position,
+            "count": entry & ((1 << COLDLIST_COUNT_BITS) - 1)}
 
 #: the deadline ring of the default build: holds the NB of the policy's defaults (90 -> 128)
 DEFAULT_N_BUCKETS = 128
@@ -97,6 +117,8 @@ class ControllerModel:
         self.regs = RegisterFile()
         self.formats = FormatTable(self.n_queues, self.regs)
         self.coldlist = [0] * COLDLIST.entries
+        self.cold_head = 0
+        self.cold_seq = 0
         self.regs.external = self
         for field, v in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads)):
             self.regs.set_hw("GEOMETRY", field, v)
@@ -165,6 +187,19 @@ class ControllerModel:
             self.counts["PHASE_CHANGES"] += 1
             self.regs.hw_set("IRQ_STATUS", "phase_change")
 
+    def _cold_push(self, queue: int, position: int):
+        depth = COLDLIST.entries
+        pending = (self.cold_head - self.regs.get("COLDLIST_TAIL", "index")) % depth
+        if pending == depth - 1:
+            self.counts["COLDLIST_DROPS"] += 1
+            self.regs.hw_set("IRQ_STATUS", "coldlist_overflow")
+        else:
+            self.coldlist[self.cold_head] = coldlist_entry(queue, position, self.cold_seq, self.entries_log2)
+            self.cold_head = (self.cold_head + 1) % depth
+            if pending + 1 >= self.regs.get("COLDLIST_THRESHOLD", "entries"):
+                self.regs.hw_set("IRQ_STATUS", "coldlist_fill")
+        self.cold_seq = (self.cold_seq + 1) % (1 << COLDLIST_COUNT_BITS)
+
     @property
     def ring_error(self) -> bool:
         return self.has_tracker and T.buckets_needed(self._config()) > self.n_buckets
@@ -172,6 +207,7 @@ class ControllerModel:
     def _publish(self):
         for reg, v in self.counts.items():
             self.regs.set_hw(reg, "count", v)
+        self.regs.set_hw("COLDLIST_HEAD", "index", self.cold_head)
         self.regs.set_hw("FILLS", "count", (self.counts["READS"] - self.counts["READ_HITS"]) % (1 << 64))
         phase_error = self.phase is not None and PH.sanitize(self._phase_config())[1]
         self.regs.set_hw("STATUS", "ring_error", int(self.ring_error))
@@ -196,8 +232,11 @@ class ControllerModel:
                 out.append((0, 0, 0, 0, 1, 0))
                 bad += 1
                 continue
-            d = tm.event(T.Event(layer * self.n_kv_heads + head, pos, write, sample, step))
+            q = layer * self.n_kv_heads + head
+            d = tm.event(T.Event(q, pos, write, sample, step))
             out.append((d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim))
+            if d.victim_valid:
+                self._cold_push(q, d.victim)
         for reg, names in COUNTER_SOURCES.items():
             self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
         self.counts["BAD_EVENTS"] += bad

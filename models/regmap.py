@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "7ff0844014796c5f955d374b8ba0733168770c53a7c8b82b539b44b525a4f606"
+SOURCE_SHA256 = "6ae1c1d9bd656a49e503f3246f8afa86a0320c5e0cfdda8a5147edbdb97a56e1"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -200,7 +200,7 @@ REGISTERS = (
 )
 
 MEMORIES = (
-    Memory('COLDLIST', 0x400, 64, 64, desc='Ring of 8-byte entries in the CHMU hot-list format (counter_width 16), one per eviction: bits [15:0] the low 16 bits of the step of the event that evicted the unit, bits [63:16] the unit index ((queue << entries_log2) | victim position), queue = layer x n_kv_heads + head.'),
+    Memory('COLDLIST', 0x400, 64, 64, desc="Ring of 8-byte entries in the CHMU hot-list format (counter_width 16), one per eviction (its victim): bits [15:0] the eviction's ordinal since reset mod 2^16 (a gap between consecutive entries = entries dropped), bits [63:16] the unit index ((queue << entries_log2) | victim position), queue = layer x n_kv_heads + head."),
 )
 
 BY_NAME = {r.name: r for r in REGISTERS}

@@ -19,8 +19,11 @@ def add_arguments(p):
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
-    s = sub.add_parser("stats", help="the device's counters and status")
+    s = sub.add_parser("stats", help="the device's counters, status and cold-list state")
     s.add_argument("--json", action="store_true")
+    d = sub.add_parser("coldlist", help="drain the cold list: the evicted units pending, oldest first "
+                                        "(CHMU hot-list entries), handed back to the device")
+    d.add_argument("--json", action="store_true")
     c = sub.add_parser("config", help="show the configuration, or set NAME=VALUE pairs")
     c.add_argument("settings", nargs="*", metavar="NAME=VALUE")
     c.add_argument("--json", action="store_true")
@@ -93,7 +96,16 @@ def run(args):
         if args.ctl_cmd == "info":
             out = dev.info()
         elif args.ctl_cmd == "stats":
-            out = {**dev.counters(), **{f"status.{k}": v for k, v in dev.status().items()}}
+            out = {**dev.counters(), **{f"status.{k}": v for k, v in dev.status().items()},
+                   **{f"coldlist.{k}": v for k, v in dev.cold_list().items()}}
+        elif args.ctl_cmd == "coldlist":
+            entries = dev.drain_cold_list()
+            if args.json:
+                print(json.dumps(entries))
+            else:
+                print("\n".join(f"{e['entry']:#018x}  queue {e['queue']} (layer {e['layer']}, head {e['head']}) "
+                                f"position {e['position']}  count {e['count']}" for e in entries) or "(empty)")
+            return 0
         else:
             settings = {}
             for item in args.settings:

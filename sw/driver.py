@@ -53,6 +53,7 @@ CONFIG_FIELDS = {
     "phase_override": ("CONTROL", "phase_override"),
     "tln_r": ("TLN_R", "value"), "tln_d": ("TLN_D", "value"), "bucket_bits": ("HW_BUCKET", "bits"),
     "write_sample": ("HW_SAMPLE", "write_sample"), "read_credit": ("HW_SAMPLE", "read_credit"),
+    "coldlist_threshold": ("COLDLIST_THRESHOLD", "entries"),
 }
 
 
@@ -153,6 +154,35 @@ class Device:
     async def get_format(self, queue: int) -> int:
         await self.write_fields("FMT_SEL", queue=queue)
         return (await self.read_fields("FMT_DATA"))["format"]
+
+    async def cold_list(self) -> dict:
+        """The cold-list ring's state: head, tail, pending entries, threshold, depth."""
+        head = (await self.read_fields("COLDLIST_HEAD"))["index"]
+        tail = (await self.read_fields("COLDLIST_TAIL"))["index"]
+        depth = (await self.read_fields("GEOMETRY2"))["coldlist_depth"]
+        return {"head": head, "tail": tail, "pending": (head - tail) % depth if depth else 0,
+                "threshold": (await self.read_fields("COLDLIST_THRESHOLD"))["entries"], "depth": depth}
+
+    async def drain_cold_list(self) -> list[dict]:
+        """Read the pending cold-list entries (oldest first) and hand them back to the device
+        (COLDLIST_TAIL = HEAD). Each: queue, layer, head, position, count (the eviction's
+        ordinal mod 2^16: a gap from one entry to the next is entries the full ring dropped)
+        and ``entry`` (the raw 64-bit CHMU hot-list entry)."""
+        from cxlkv.models.controller import decode_coldlist_entry
+        mem = next(m for m in regmap.MEMORIES if m.name == "COLDLIST")
+        geo, geo2 = await self.read_fields("GEOMETRY"), await self.read_fields("GEOMETRY2")
+        state = await self.cold_list()
+        out = []
+        i = state["tail"]
+        for _ in range(state["pending"]):
+            lo = await self.t.read32(mem.offset + 8 * i)
+            hi = await self.t.read32(mem.offset + 8 * i + 4)
+            entry = hi << 32 | lo
+            out.append({**decode_coldlist_entry(entry, geo2["entries_log2"], geo["n_kv_heads"]), "entry": entry})
+            i = (i + 1) % state["depth"]
+        if out:
+            await self.write_fields("COLDLIST_TAIL", index=state["head"])
+        return out
 
     async def replay(self, trace, entries: int, **overrides) -> dict:
         """Drive ``trace`` through the device's tracker with ``entries`` per queue; the device's
