@@ -27,7 +27,8 @@ class HdmEnv:
         self.dut, self.rng = dut, rng
         prm = params()
         self.geom = M.HdmGeometry(**prm)
-        comp = Hdm(**prm)
+        comp = Hdm(**prm)                # for its payload layouts only
+        comp._MustUse__silence = True
         self.acc_pack, self.hint_pack = Packer(comp.access_layout), Packer(comp.hint_layout)
         self.ev_pack, self.rt_pack = Packer(comp.event_layout), Packer(comp.route_layout)
         self.acc, self.hint = StreamPort(dut, "access"), StreamPort(dut, "hint")
