@@ -4,18 +4,22 @@
 Golden model (semantics, addresses, counters): :mod:`cxlkv.models.tiermover`.
 Documentation: ``docs/tiermover.md``.
 
-Structure. Accepted commands enter a ring of ``depth`` jobs in order; five pointers walk it:
+Structure. Accepted commands enter a ring of ``depth`` jobs in order; seven pointers walk it, each
+at most one job per clock, none overtaking the one it depends on:
 
 * ``a`` accept: the command is checked against the frame table {valid, dirty, position}
   (``lib.memory``, read combinationally, written at the clock edge, so a command per clock
   sees its predecessors), the table is updated, the job is written;
 * ``e`` evict request: an evicting job asks ``evict_req`` {queue, position, slot};
-* ``w`` writeback engine: takes the job's grant (in order), then for a dirty victim reads the
-  frame's lines from DRAM and writes them to flash (through a ``buf_lines`` line buffer);
-* ``f`` fill engine: reads the new position's lines from flash and writes them into the frame
-  (through its own buffer). It may work on the job the writeback engine is on (its flash reads
-  run ahead) but writes the frame only after the writeback has issued every DRAM read of it;
-* ``r`` retire: a job both engines have passed leaves on ``done``, in command order.
+* ``w`` writeback reader: takes the job's grant (grants come in request order), waits until every
+  earlier job on the same frame has retired, then for a dirty victim issues the frame's DRAM
+  reads into the writeback buffer (a clean victim is dropped);
+* ``x`` writeback writer (x <= w): writes the buffered lines to the victims' flash entries;
+* ``fr`` fill reader (fr <= x): issues the new position's flash reads into the fill buffer, so a
+  position written back is read again only after its lines went out;
+* ``f`` fill writer (f <= fr): writes the buffered lines into the frame, once the writeback reader
+  has issued every DRAM read of that frame for the same job;
+* ``r`` retire: a job both writers have passed leaves on ``done``, in command order.
 
 Reads are issued only when the buffer has room for the answer, so responses are always taken
 (``*_resp.ready`` = 1) and the two ports cannot deadlock each other. Writes are posted. Each
@@ -150,7 +154,8 @@ class TierMover(wiring.Component):
             m.d.sync += clear_idx.eq(clear_idx + 1)
 
         # ---- the job ring
-        a, e, w, f, r = (Signal(pw, name=n) for n in ("ptr_a", "ptr_e", "ptr_w", "ptr_f", "ptr_r"))
+        a, e, w, x, fr, f, r = (Signal(pw, name=n) for n in
+                                ("ptr_a", "ptr_e", "ptr_w", "ptr_x", "ptr_fr", "ptr_f", "ptr_r"))
 
         def ring(name, width):
             return Array(Signal(width, name=f"job{i}_{name}") for i in range(D))
@@ -170,19 +175,19 @@ class TierMover(wiring.Component):
         m.d.comb += [q_ok.eq(c.queue < cfg.n_queues), s_ok.eq(c.slot < F)]
         frame_no = Signal(range(cfg.n_frames))
         m.d.comb += frame_no.eq(Mux(q_ok & s_ok, c.queue * F + c.slot, 0))
-        fr = lay.frame(frd.data)
+        fst = lay.frame(frd.data)
         m.d.comb += frd.addr.eq(frame_no)
         bad = Signal()
         with m.If(~q_ok | ~s_ok):
             m.d.comb += bad.eq(1)
         with m.Elif(c.hit):
-            m.d.comb += bad.eq(c.inserted | c.victim_valid | ~fr.valid | (fr.position != c.position))
+            m.d.comb += bad.eq(c.inserted | c.victim_valid | ~fst.valid | (fst.position != c.position))
         with m.Elif(~c.inserted):
             m.d.comb += bad.eq(c.victim_valid)
         with m.Elif(c.victim_valid):
-            m.d.comb += bad.eq((c.victim == c.position) | ~fr.valid | (fr.position != c.victim))
+            m.d.comb += bad.eq((c.victim == c.position) | ~fst.valid | (fst.position != c.victim))
         with m.Else():
-            m.d.comb += bad.eq(fr.valid)
+            m.d.comb += bad.eq(fst.valid)
         full = Signal()
         m.d.comb += [full.eq((a - r)[:pw] == D), self.cmd.ready.eq(~clearing & ~full)]
         take = Signal()
@@ -197,7 +202,7 @@ class TierMover(wiring.Component):
                 j_write[ia].eq(c.write), j_bad[ia].eq(bad), j_hit[ia].eq(~bad & c.hit),
                 j_bypass[ia].eq(~bad & ~c.hit & ~c.inserted),
                 j_evict[ia].eq(~bad & ins & c.victim_valid), j_fill[ia].eq(~bad & ins & ~c.write),
-                j_vdirty[ia].eq(fr.dirty), j_wb[ia].eq(0), j_drop[ia].eq(0), j_rdone[ia].eq(0),
+                j_vdirty[ia].eq(fst.dirty), j_wb[ia].eq(0), j_drop[ia].eq(0), j_rdone[ia].eq(0),
             ]
         count("commands", take)
         count("bad_commands", take & bad)
@@ -205,7 +210,7 @@ class TierMover(wiring.Component):
         count("bypasses", take & ~bad & ~c.hit & ~c.inserted)
         new_fr = Signal(lay.frame)
         m.d.comb += [new_fr.valid.eq(1), new_fr.position.eq(c.position),
-                     new_fr.dirty.eq(Mux(c.hit, fr.dirty | c.write, c.write))]
+                     new_fr.dirty.eq(Mux(c.hit, fst.dirty | c.write, c.write))]
         with m.If(clearing):
             m.d.comb += [fwr.addr.eq(clear_idx), fwr.data.eq(0), fwr.en.eq(1)]
         with m.Else():
@@ -311,10 +316,9 @@ class TierMover(wiring.Component):
                 with m.If(self.evict_grant.valid):
                     with m.If((g.queue == j_q[iw]) & (g.position == j_v[iw])):
                         m.d.comb += grant_take.eq(1)
-                        m.d.sync += [wb_busy.eq(1), wb_dirty_r.eq(wb_dirty), wb_rd_i.eq(0), wb_wr_i.eq(0),
+                        m.d.sync += [wb_busy.eq(1), wb_dirty_r.eq(wb_dirty), wb_rd_i.eq(0),
                                      j_wb[iw].eq(wb_dirty), j_drop[iw].eq(~wb_dirty),
-                                     wb_dbase.eq((j_q[iw] * F + j_s[iw]) * L),
-                                     wb_fbase.eq((j_q[iw] * N + j_v[iw]) * L)]
+                                     wb_dbase.eq((j_q[iw] * F + j_s[iw]) * L)]
                     with m.Else():
                         count("grant_mismatch", 1)
         with m.If(n_out == 0):
@@ -322,43 +326,64 @@ class TierMover(wiring.Component):
             count("grant_unexpected", self.evict_grant.valid)
         with m.If(wb_busy & ~wb_dirty_r & ~haz):        # a clean victim: dropped once the frame is free
             m.d.sync += [j_rdone[iw].eq(1), wb_busy.eq(0), w.eq(w + 1)]
-        m.d.comb += [wb_rd_v.eq(wb_busy & wb_dirty_r & (wb_rd_i != L) & ~haz & wbuf.room),
-                     wb_rd_addr.eq(wb_dbase + wb_rd_i),
-                     wb_wr_v.eq(wb_busy & wbuf.nonempty),
-                     wb_wr_addr.eq(wb_fbase + wb_wr_i)]
+        m.d.comb += [wb_rd_v.eq(wb_busy & wb_dirty_r & ~haz & wbuf.room),
+                     wb_rd_addr.eq(wb_dbase + wb_rd_i)]
         with m.If(wb_rd_go):
             m.d.sync += wb_rd_i.eq(wb_rd_i + 1)
-            with m.If(wb_rd_i == L - 1):
-                m.d.sync += j_rdone[iw].eq(1)
+            with m.If(wb_rd_i == L - 1):                 # every DRAM read issued: the reader moves on
+                m.d.sync += [j_rdone[iw].eq(1), wb_busy.eq(0), w.eq(w + 1)]
+
+        # writeback writer (pointer x <= w): the buffered lines, in job order, to the victims' entries
+        ix = idx(x)
+        x_busy = Signal()
+        with m.If(~x_busy & (x != w)):
+            with m.If(j_wb[ix]):
+                m.d.sync += [x_busy.eq(1), wb_wr_i.eq(0), wb_fbase.eq((j_q[ix] * N + j_v[ix]) * L)]
+            with m.Else():
+                m.d.sync += x.eq(x + 1)
+        with m.If(~x_busy & (x == w) & wb_busy & wb_dirty_r):        # start beside the reader
+            m.d.sync += [x_busy.eq(1), wb_wr_i.eq(0), wb_fbase.eq((j_q[ix] * N + j_v[ix]) * L)]
+        m.d.comb += [wb_wr_v.eq(x_busy & wbuf.nonempty), wb_wr_addr.eq(wb_fbase + wb_wr_i)]
         with m.If(wb_wr_go):
             m.d.sync += wb_wr_i.eq(wb_wr_i + 1)
             with m.If(wb_wr_i == L - 1):
-                m.d.sync += [wb_busy.eq(0), w.eq(w + 1)]
+                m.d.sync += [x_busy.eq(0), x.eq(x + 1)]
         count("writebacks", grant_take & wb_dirty)
         count("clean_drops", grant_take & ~wb_dirty)
         count("lines_to_flash", wb_wr_go)
 
-        # ---- fill engine (pointer f)
-        jf = idx(f)
-        fw_ok = (w - f)[:pw] <= D            # f <= w: the writebacks of every earlier job are done
-        fl_busy = Signal()
+        # ---- fill reader (pointer fr): flash reads of the new positions, in job order, into the buffer.
+        # fr <= x: every earlier job's writeback has issued its flash writes (a position written back
+        # is read again only after its lines went out).
+        jr = idx(fr)
+        fr_ok = (x - fr)[:pw] <= D
+        fr_busy = Signal()
         fl_rd_i = Signal(range(L + 1))
+        fl_fbase = Signal(cfg.flash_addr_bits)
+        with m.If(~fr_busy & (fr != a) & fr_ok):
+            with m.If(~j_fill[jr]):
+                m.d.sync += fr.eq(fr + 1)
+            with m.Else():
+                m.d.sync += [fr_busy.eq(1), fl_rd_i.eq(0), fl_fbase.eq((j_q[jr] * N + j_p[jr]) * L)]
+        m.d.comb += [fl_rd_v.eq(fr_busy & fbuf.room), fl_rd_addr.eq(fl_fbase + fl_rd_i)]
+        with m.If(fl_rd_go):
+            m.d.sync += fl_rd_i.eq(fl_rd_i + 1)
+            with m.If(fl_rd_i == L - 1):
+                m.d.sync += [fr_busy.eq(0), fr.eq(fr + 1)]
+
+        # ---- fill writer (pointer f <= fr): the buffered lines into the frame, once the writeback of
+        # the same job has issued every DRAM read of it
+        jf = idx(f)
+        fl_busy = Signal()
         fl_wr_i = Signal(range(L + 1))
         fl_dbase = Signal(cfg.dram_addr_bits)
-        fl_fbase = Signal(cfg.flash_addr_bits)
-        with m.If(~fl_busy & (f != a) & fw_ok):
+        with m.If(~fl_busy & ((f != fr) | fr_busy)):
             with m.If(~j_fill[jf]):
                 m.d.sync += f.eq(f + 1)
             with m.Else():
-                m.d.sync += [fl_busy.eq(1), fl_rd_i.eq(0), fl_wr_i.eq(0),
-                             fl_dbase.eq((j_q[jf] * F + j_s[jf]) * L),
-                             fl_fbase.eq((j_q[jf] * N + j_p[jf]) * L)]
-        m.d.comb += [fl_rd_v.eq(fl_busy & (fl_rd_i != L) & fbuf.room),
-                     fl_rd_addr.eq(fl_fbase + fl_rd_i),
-                     fl_wr_v.eq(fl_busy & fbuf.nonempty & j_rdone[jf]),
+                m.d.sync += [fl_busy.eq(1), fl_wr_i.eq(0), fl_dbase.eq((j_q[jf] * F + j_s[jf]) * L)]
+        m.d.comb += [fl_wr_v.eq(fl_busy & fbuf.nonempty & j_rdone[jf]),
                      fl_wr_addr.eq(fl_dbase + fl_wr_i)]
-        with m.If(fl_rd_go):
-            m.d.sync += fl_rd_i.eq(fl_rd_i + 1)
         with m.If(fl_wr_go):
             m.d.sync += fl_wr_i.eq(fl_wr_i + 1)
             with m.If(fl_wr_i == L - 1):
@@ -370,7 +395,7 @@ class TierMover(wiring.Component):
         ir = idx(r)
         dn = self.done.payload
         m.d.comb += [
-            self.done.valid.eq((r != a) & (r != w) & (r != f)),
+            self.done.valid.eq((r != a) & (r != x) & (r != f)),
             dn.queue.eq(j_q[ir]), dn.position.eq(j_p[ir]), dn.slot.eq(j_s[ir]), dn.write.eq(j_write[ir]),
             dn.hit.eq(j_hit[ir]), dn.fill.eq(j_fill[ir]), dn.writeback.eq(j_wb[ir]),
             dn.clean_drop.eq(j_drop[ir]), dn.bypass.eq(j_bypass[ir]), dn.bad.eq(j_bad[ir]),

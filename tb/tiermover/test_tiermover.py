@@ -180,6 +180,9 @@ class TierEnv:
         self.cmd_idle, self.done_ready, self.grant_latency = cmd_idle, done_ready, grant_latency
         self.manual_grants = manual_grants
         self.n_expected = 0
+        self.cum = []                # per command: traffic of each kind up to and including it
+        self._tot = dict.fromkeys(("dram_read", "dram_write", "flash_read", "flash_write"), 0)
+        self.early_done = []         # commands that were done before all their traffic was issued
         self.done_count = 0
         self.ereqs = []              # evict_req handshakes not yet granted: (command index, payload, cycle)
         self.evict_idx = []          # command indices of evicting commands, in order
@@ -214,6 +217,10 @@ class TierEnv:
                 self.sb["flash_read"].expect(a)
             for x in res.flash_writes:
                 self.sb["flash_write"].expect(x)
+            for kind, n in (("dram_read", res.dram_reads), ("dram_write", res.dram_writes),
+                            ("flash_read", res.flash_reads), ("flash_write", res.flash_writes)):
+                self._tot[kind] += len(n)
+            self.cum.append(dict(self._tot))
 
     async def start(self):
         dut = self.dut
@@ -253,6 +260,10 @@ class TierEnv:
                 self.sb["done"].actual(pl)
                 k = self.done_count
                 self.done_count += 1
+                if k < len(self.cum):      # done means every request of the command was accepted
+                    seen = {n: self.sb[n].compared + len(self.sb[n].unexpected) for n in self._tot}
+                    if any(seen[n] < self.cum[k][n] for n in self._tot) and len(self.early_done) < 10:
+                        self.early_done.append((k, seen, self.cum[k]))
                 self.last_done_cycle = self.cycle
                 if k < len(self.stim.items):
                     it = self.stim.items[k]
@@ -330,6 +341,7 @@ class TierEnv:
         raise AssertionError(f"tier mover did not drain: {self.done_count} of {self.n_expected} done")
 
     def check(self, *, counters=True):
+        assert not self.early_done, f"done before all of the command's traffic: {self.early_done[:2]}"
         for sb in self.sb.values():
             if sb.name.endswith("evict_req") and not self.evict_idx and not self.n_ereq:
                 continue
