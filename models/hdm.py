@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cxlkv.errors import CxlkvError
-from cxlkv.models import policy as P
 from cxlkv.models import scoring as S
 
 LINE_BYTES = 64
@@ -323,10 +324,17 @@ class HdmModel:
 # Trace replay: a contract trace as the host's accesses and hints
 # ------------------------------------------------------------------------------------------
 
+def trace_samples(trace):
+    """``policy.score_to_uq16`` of every event's score, vectorised (the same float64 arithmetic)."""
+    x = np.floor(np.asarray(trace.score, dtype=np.float32).astype(np.float64) * 65536.0 + 0.5)
+    return np.minimum(x, S.SCORE_MAX).astype(np.int64)
+
+
 def trace_events(trace) -> list[Event]:
-    """The tracker events a trace describes, in file order (sample = policy.score_to_uq16)."""
+    """The tracker events a trace describes, in file order (sample = policy.score_to_uq16(score))."""
+    smp = trace_samples(trace)
     return [Event(int(trace.layer[i]), int(trace.head[i]), int(trace.pos[i]), int(trace.op[i] != 0),
-                  P.score_to_uq16(trace.score[i]), int(trace.step[i])) for i in range(len(trace))]
+                  int(smp[i]), int(trace.step[i])) for i in range(len(trace))]
 
 
 def check_trace(trace, geom: HdmGeometry, cfg: HdmConfig):
@@ -334,22 +342,21 @@ def check_trace(trace, geom: HdmGeometry, cfg: HdmConfig):
     probs = cfg.problems(geom)
     if probs:
         raise HdmError("configuration refused: " + "; ".join(probs))
-    n = len(trace)
-    if not n:
-        return
     for key, arr, lim in (("layer", trace.layer, cfg.n_layers), ("head", trace.head, cfg.n_kv_heads),
                           ("pos", trace.pos, cfg.n_positions)):
-        bad = [i for i in range(n) if int(arr[i]) >= lim] if int(arr.max()) >= lim else []
-        if bad:
-            raise HdmError(f"trace key '{key}', event {bad[0]}: {int(arr[bad[0]])} is beyond the "
+        bad = np.flatnonzero(np.asarray(arr, dtype=np.int64) >= lim)
+        if bad.size:
+            i = int(bad[0])
+            raise HdmError(f"trace key '{key}', event {i}: {int(arr[i])} is beyond the "
                            f"configured geometry ({key} < {lim})")
-    if int(trace.step.min()) < 0:
-        i = next(i for i in range(n) if int(trace.step[i]) < 0)
+    bad = np.flatnonzero(np.asarray(trace.step, dtype=np.int64) < 0)
+    if bad.size:
+        i = int(bad[0])
         raise HdmError(f"trace key 'step', event {i}: negative step {int(trace.step[i])} (the device's step is unsigned)")
-    for i in range(n):
-        if trace.op[i] != 0 and float(trace.score[i]) != 0.0:
-            raise HdmError(f"trace key 'score', event {i}: a write with a nonzero score cannot be "
-                           "reproduced (write events carry sample 0; the tracker uses write_sample)")
+    bad = np.flatnonzero((np.asarray(trace.op) != 0) & (np.asarray(trace.score) != 0))
+    if bad.size:
+        raise HdmError(f"trace key 'score', event {int(bad[0])}: a write with a nonzero score cannot be "
+                       "reproduced (write events carry sample 0; the tracker uses write_sample)")
 
 
 def stimulus_from_trace(trace, geom: HdmGeometry, cfg: HdmConfig, *, lines="all", hint_every_read=False,
@@ -396,4 +403,4 @@ def replay(trace, geom: HdmGeometry, cfg: HdmConfig, **kw):
 
 
 __all__ = ["HdmGeometry", "HdmConfig", "HdmModel", "Access", "Hint", "Event", "Route", "decode",
-           "trace_events", "stimulus_from_trace", "check_trace", "replay", "HdmError"]
+           "trace_events", "trace_samples", "stimulus_from_trace", "check_trace", "replay", "HdmError"]

@@ -231,3 +231,13 @@ def test_every_hint_is_accounted_for():
     assert c["hint_drops"] and c["hint_orphans"] and c["hints_used"] and c["step_errors"]
     assert c["hints_used"] + c["hint_drops"] + c["hint_orphans"] + c["bad_hints"] + len(m.pending) == \
         n_sample + n_bad_step
+
+
+def test_trace_samples_are_policy_score_to_uq16():
+    from cxlkv.models.policy import score_to_uq16
+    t = load_trace(TRACES / "tiny_llama_stdlib_thr001.npz")
+    edge = np.array([0.0, 1e-9, 0.5 / 65536, 1.5 / 65536, 0.25, 0.9999999, 1.0, 3.0], dtype=np.float32)
+    scores = np.concatenate([t.score, edge])
+    odd = Trace(np.zeros(len(scores), np.int32), np.zeros(len(scores), np.uint16), np.zeros(len(scores), np.uint16),
+                np.zeros(len(scores), np.uint32), np.zeros(len(scores), np.uint8), scores, 1, 1)
+    assert M.trace_samples(odd).tolist() == [score_to_uq16(x) for x in scores]
