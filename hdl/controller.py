@@ -21,6 +21,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl.hdm import Hdm
 from cxlkv.hdl.phase import PhaseDetector
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
@@ -28,7 +29,8 @@ from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
-from cxlkv.models.controller import COUNTER_SOURCES, DEFAULT_N_BUCKETS, check_n_buckets, tracker_placement
+from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS, check_n_buckets,
+                                     tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
@@ -167,10 +169,18 @@ class Controller(wiring.Component):
             self._tracker_ports = dict(probe.signature.members)
             ports["event"] = In(stream.Signature(g.event_layout()))
             ports["decision"] = self._tracker_ports["decision"]
+            # the HDM decode's host side: line accesses, hints, and a route record per access
+            probe = self._new_hdm()
+            probe._MustUse__silence = True
+            for name in ("access", "hint", "route"):
+                ports[name] = probe.signature.members[name]
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
         super().__init__(ports)
+
+    def _new_hdm(self):
+        return Hdm(self.n_layers, self.n_kv_heads, 1 << self.entries_log2, **HDM_PARAMS)
 
     def _new_tracker(self):
         g = self.geom
@@ -298,20 +308,59 @@ class Controller(wiring.Component):
         # events only while enabled, cleared and configured (configuration is static while
         # events flow: the host changes it between batches)
         open_ = Signal()
+        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error)
+
+        # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
+        hdm = self._new_hdm()
+        m.submodules.hdm = ResetInserter(held)(hdm)
+        en = regs.control_enable
+        for name in ("access", "hint"):
+            outer, inner = getattr(self, name), getattr(hdm, name)
+            m.d.comb += [inner.payload.eq(outer.payload), inner.valid.eq(outer.valid & en),
+                         outer.ready.eq(inner.ready & en)]
+        wiring.connect(m, hdm.route, wiring.flipped(self.route))
+
+        def in_use(reg, built):
+            """A geometry register: 0 is the built value; above it saturates to built + 1 (refused)."""
+            return Mux(reg == 0, built, Mux(reg > built, built + 1, reg))
         m.d.comb += [
-            open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error),
-            trk.event.payload.eq(self.event.payload),
-            trk.event.valid.eq(self.event.valid & open_),
-            self.event.ready.eq(trk.event.ready & open_),
+            regs.caps_hdm.eq(1),
+            hdm.base.eq(Cat(regs.hdm_base_lo_value, regs.hdm_base_hi_value)),
+            hdm.size.eq(Cat(regs.hdm_size_lo_value, regs.hdm_size_hi_value)),
+            hdm.entry_shift.eq(regs.hdm_layout_entry_shift),
+            hdm.pos_shift.eq(regs.hdm_layout_pos_shift),
+            hdm.head_shift.eq(regs.hdm_layout_head_shift),
+            hdm.n_layers.eq(in_use(regs.hdm_geometry_n_layers, g.n_layers)),
+            hdm.n_kv_heads.eq(in_use(regs.hdm_geometry_n_kv_heads, g.n_kv_heads)),
+            hdm.n_positions.eq(in_use(regs.hdm_positions_n_positions, g.n_positions)),
+            hdm.default_sample.eq(regs.hint_default_sample),
+            regs.status_hdm_cfg_error.eq(hdm.cfg_error),
+            regs.hdm_step_step.eq(hdm.step),
+            regs.hints_pending_count.eq(hdm.hints_pending),
+            regs.hints_pending_depth.eq(HDM_PARAMS["hint_depth"]),
         ]
+
+        # two event sources into the tracker: the HDM decode (first) and the direct event port
+        # (the harness's and the tests'); the choice is held while an offer waits
+        sel = Signal()
+        hold = Signal()
+        cur = Signal()
+        m.d.comb += [
+            sel.eq(Mux(hold, cur, hdm.event.valid)),
+            trk.event.payload.eq(Mux(sel, hdm.event.payload, self.event.payload)),
+            trk.event.valid.eq(Mux(sel, hdm.event.valid, self.event.valid) & open_),
+            hdm.event.ready.eq(sel & trk.event.ready & open_),
+            self.event.ready.eq(~sel & trk.event.ready & open_),
+        ]
+        m.d.sync += [hold.eq(trk.event.valid & ~trk.event.ready), cur.eq(sel)]
         wiring.connect(m, trk.decision, wiring.flipped(self.decision))
 
         # the phase detector taps the events the port accepts (not cleared by CONTROL.enable)
         m.submodules.phase = ph = PhaseDetector()
         m.d.comb += [
             regs.caps_phase.eq(1),
-            ph.ev_valid.eq(self.event.valid & self.event.ready),
-            ph.ev_write.eq(self.event.payload.write),
+            ph.ev_valid.eq(trk.event.valid & trk.event.ready),
+            ph.ev_write.eq(trk.event.payload.write),
             ph.ratio.eq(regs.phase_cfg_ratio),
             ph.window_log2.eq(regs.phase_cfg_window_log2),
             ph.hysteresis.eq(regs.phase_cfg_hysteresis),
@@ -323,15 +372,19 @@ class Controller(wiring.Component):
 
         # the tracker's 32-bit counters step by at most one per cycle: each step is a pulse into
         # a 64-bit counter that CONTROL.counters_clear zeroes (the tracker's own reset does not)
-        pulses = {}
-        for name in sorted({n for names in COUNTER_SOURCES.values() for n in names}):   # stable Verilog
-            cnt = getattr(trk, name)
-            prev = Signal.like(cnt, name=f"prev_{name}")
+        def pulse(block, name, prefix):
+            cnt = getattr(block, name)
+            prev = Signal.like(cnt, name=f"prev_{prefix}{name}")
             m.d.sync += prev.eq(Mux(held, 0, cnt))
-            pulses[name] = Signal(name=f"pulse_{name}")
-            m.d.comb += pulses[name].eq(cnt != prev)
+            p = Signal(name=f"pulse_{prefix}{name}")
+            m.d.comb += p.eq(cnt != prev)
+            return p
+        pulses = {name: pulse(trk, name, "") for name in
+                  sorted({n for names in COUNTER_SOURCES.values() for n in names})}     # stable Verilog
         steps = {reg: sum(pulses[n] for n in names) for reg, names in COUNTER_SOURCES.items()}
         steps["PHASE_CHANGES"] = ph.phase_change
+        for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
+            steps[reg] = pulse(hdm, name, "hdm_")
         counters = {}
         for reg, step in steps.items():
             c = Signal(COUNTER_WIDTH, name=f"count_{reg.lower()}")

@@ -33,6 +33,9 @@ STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from cxlkv.models import hdm as MH
 from cxlkv.models import phase as PH
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
@@ -53,8 +56,18 @@ COUNTER_SOURCES = {
     "STEP_ERRORS": ("step_errors",), "BAD_EVENTS": ("bad_events",),
 }
 
+#: counter register <- the HDM decode's counter (models/hdm.py COUNTER_NAMES)
+HDM_COUNTERS = {
+    "HDM_ACCESSES": "accesses", "HDM_EVENTS": "events", "DECODE_ERRORS": "decode_errors",
+    "BEYOND_GEOMETRY": "beyond_geometry", "HINTS": "hints", "BAD_HINTS": "bad_hints", "HINTS_USED": "hints_used",
+    "DEFAULT_SAMPLES": "default_samples", "HINT_DROPS": "hint_drops", "HINT_ORPHANS": "hint_orphans",
+    "HDM_STEP_ERRORS": "step_errors",
+}
+#: the HDM decode's elaboration parameters in the top (besides the geometry)
+HDM_PARAMS = {"addr_width": 52, "tag_width": 16, "hint_depth": 8}
+
 #: counters the top counts itself
-OWN_COUNTERS = ("PHASE_CHANGES", "COLDLIST_DROPS")
+OWN_COUNTERS = ("PHASE_CHANGES", "COLDLIST_DROPS", *HDM_COUNTERS)
 #: the count field of a cold-list entry (CHMU counter_width)
 COLDLIST_COUNT_BITS = 16
 
@@ -127,6 +140,9 @@ class ControllerModel:
         self.regs.set_hw("CAPS", "tracker", int(self.has_tracker))
         self.regs.set_hw("CAPS", "phase", int(self.has_tracker))
         self.phase = PH.PhaseDetector() if self.has_tracker else None
+        self.regs.set_hw("CAPS", "hdm", int(self.has_tracker))
+        self.hdm_geom = MH.HdmGeometry(n_layers, n_kv_heads, self.n_positions, **HDM_PARAMS)
+        self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config()) if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
         self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS), 0)
@@ -158,6 +174,8 @@ class ControllerModel:
         enabled = bool(self.regs.get("CONTROL", "enable")) and self.has_tracker
         if not enabled:
             self.tracker = None                 # held cleared while disabled
+            if self.has_tracker:
+                self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config())
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets)
         self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
@@ -173,6 +191,21 @@ class ControllerModel:
             alpha=g("ALPHA", "value"), rate_mant=rate.mant, rate_shift=rate.shift,
             tln_r=g("TLN_R", "value"), tln_d=g("TLN_D", "value"), bucket_bits=g("HW_BUCKET", "bits"),
             write_sample=g("HW_SAMPLE", "write_sample"), read_credit=g("HW_SAMPLE", "read_credit"))
+
+    def _hdm_config(self) -> MH.HdmConfig:
+        g = self.regs.get
+
+        def in_use(v, built):                   # 0: the built value; beyond it: refused
+            return built if v == 0 else min(v, built + 1)
+        return MH.HdmConfig(
+            base=g("HDM_BASE_LO", "value") | g("HDM_BASE_HI", "value") << 32,
+            size=g("HDM_SIZE_LO", "value") | g("HDM_SIZE_HI", "value") << 32,
+            entry_shift=g("HDM_LAYOUT", "entry_shift"), pos_shift=g("HDM_LAYOUT", "pos_shift"),
+            head_shift=g("HDM_LAYOUT", "head_shift"),
+            n_layers=in_use(g("HDM_GEOMETRY", "n_layers"), self.n_layers),
+            n_kv_heads=in_use(g("HDM_GEOMETRY", "n_kv_heads"), self.n_kv_heads),
+            n_positions=in_use(g("HDM_POSITIONS", "n_positions"), self.n_positions),
+            default_sample=g("HINT_DEFAULT", "sample"))
 
     def _phase_config(self) -> PH.PhaseConfig:
         g = self.regs.get
@@ -213,32 +246,65 @@ class ControllerModel:
         self.regs.set_hw("STATUS", "ring_error", int(self.ring_error))
         self.regs.set_hw("STATUS", "cfg_error", int(self.ring_error or phase_error))
         self.regs.set_hw("STATUS", "phase", self.phase.phase if self.phase is not None else 0)
+        if self.hdm is not None:
+            self.regs.set_hw("STATUS", "hdm_cfg_error", int(bool(self._hdm_config().problems(self.hdm_geom))))
+            self.regs.set_hw("HDM_STEP", "step", self.hdm.step)
+            self.regs.set_hw("HINTS_PENDING", "count", len(self.hdm.pending))
+            self.regs.set_hw("HINTS_PENDING", "depth", HDM_PARAMS["hint_depth"])
 
     # the event port
     def events(self, records) -> list[tuple[int, int, int, int, int, int]] | None:
-        """Feed (layer, head, position, write, sample, step) records; returns one decision per
-        record as (hit, inserted, victim_valid, no_victim, error, victim), or None when the
-        event port does not accept events (no tracker, CONTROL.enable = 0, STATUS.ring_error)."""
+        """Feed (layer, head, position, write, sample, step) records to the direct event port;
+        returns one decision per record as (hit, inserted, victim_valid, no_victim, error,
+        victim), or None when the port does not accept events (no tracker, CONTROL.enable = 0,
+        STATUS.ring_error)."""
         if self.tracker is None or self.ring_error:
             return None
-        tm = self.tracker
+        with self._counting():
+            return [self._event(*r) for r in records]
+
+    def accesses(self, items) -> tuple[list, list] | None:
+        """Feed the HDM decode, in order, ("hint", models.hdm.Hint) and ("access",
+        models.hdm.Access) items; returns (routes, decisions): one route per access, one decision
+        per event it made (as :meth:`events`), or None when events are not accepted."""
+        if self.tracker is None or self.ring_error:
+            return None
+        self.hdm.configure(self._hdm_config())
+        routes, decisions = [], []
+        with self._counting():
+            for kind, x in items:
+                if kind == "hint":
+                    self.hdm.hint(x)
+                    continue
+                route, ev = self.hdm.access(x)
+                routes.append(route)
+                if ev is not None:
+                    decisions.append(self._event(ev.layer, ev.head, ev.position, ev.write, ev.sample, ev.step))
+        return routes, decisions
+
+    @contextmanager
+    def _counting(self):
+        tm, hdm = self.tracker, self.hdm
         tm.cfg = self._config()                 # configuration as the registers hold it now
-        before = dict(tm.counters)
-        out = []
-        bad = 0
-        for layer, head, pos, write, sample, step in records:
-            self._phase_tick(1, write)
-            if layer >= self.n_layers or head >= self.n_kv_heads:
-                out.append((0, 0, 0, 0, 1, 0))
-                bad += 1
-                continue
-            q = layer * self.n_kv_heads + head
-            d = tm.event(T.Event(q, pos, write, sample, step))
-            out.append((d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim))
-            if d.victim_valid:
-                self._cold_push(q, d.victim)
-        for reg, names in COUNTER_SOURCES.items():
-            self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
-        self.counts["BAD_EVENTS"] += bad
-        self._publish()
-        return out
+        before, hdm_before = dict(tm.counters), dict(hdm.counters)
+        self._bad = 0
+        try:
+            yield
+        finally:
+            for reg, names in COUNTER_SOURCES.items():
+                self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
+            for reg, name in HDM_COUNTERS.items():
+                self.counts[reg] += (hdm.counters[name] - hdm_before[name]) % (1 << 32)
+            self.counts["BAD_EVENTS"] += self._bad
+            self._publish()
+
+    def _event(self, layer, head, pos, write, sample, step):
+        self._phase_tick(1, write)
+        if layer >= self.n_layers or head >= self.n_kv_heads:
+            self._bad += 1
+            return (0, 0, 0, 0, 1, 0)
+        q = layer * self.n_kv_heads + head
+        d = self.tracker.event(T.Event(q, pos, write, sample, step))
+        if d.victim_valid:
+            self._cold_push(q, d.victim)
+        return (d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim)

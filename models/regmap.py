@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "6ae1c1d9bd656a49e503f3246f8afa86a0320c5e0cfdda8a5147edbdb97a56e1"
+SOURCE_SHA256 = "67fc430c27183d9df7f4f295922aae127b175c646160af26c8be877f2e9ef74e"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -27,6 +27,7 @@ REGISTERS = (
         Field('phase', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Phase detector.'),
         Field('quant', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Quantizer.'),
         Field('bisnoop', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Back-Invalidate snoop engine.'),
+        Field('hdm', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='HDM address decode and hint path in front of the tracker.'),
     )),
     Register('SCRATCH', 0x014, 32, external=False, desc='Read/write register with no effect, for bus checks.', fields=(
         Field('value', 0, 32, 'rw', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
@@ -44,6 +45,7 @@ REGISTERS = (
         Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Events wait: the tracker clears its queue state, its memories are swept (after reset and every CONTROL.enable 0 -> 1), or the decay-rate divider recomputes after a TAU change.'),
         Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
         Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built into the hardware (HW_RING): events are held until the configuration fits.'),
+        Field('hdm_cfg_error', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The HDM decode refuses its configuration (HDM_*): every access decodes as outside, every hint is bad (counted).'),
     )),
     Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
         Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write. Set by the register block itself.'),
@@ -118,6 +120,40 @@ REGISTERS = (
     )),
     Register('HW_RING', 0x090, 32, external=False, desc="The tracker's deadline-bucket ring, fixed at synthesis.", fields=(
         Field('buckets_log2', 0, 5, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the buckets per queue.'),
+    )),
+    Register('HDM_BASE_LO', 0x0a0, 32, external=False, desc='HDM window base, low word', fields=(
+        Field('value', 0, 32, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Base bits [31:0]; bits 5:0 must be 0.'),
+    )),
+    Register('HDM_BASE_HI', 0x0a4, 32, external=False, desc='HDM window base, high word', fields=(
+        Field('value', 0, 20, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Base bits [51:32] (a 52-bit CXL HPA).'),
+    )),
+    Register('HDM_SIZE_LO', 0x0a8, 32, external=False, desc='HDM window size, low word', fields=(
+        Field('value', 0, 32, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Size in bytes, bits [31:0]; a multiple of 64. 0: no window (every access decodes as outside).'),
+    )),
+    Register('HDM_SIZE_HI', 0x0ac, 32, external=False, desc='HDM window size, high word', fields=(
+        Field('value', 0, 20, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Size bits [51:32].'),
+    )),
+    Register('HDM_LAYOUT', 0x0b0, 32, external=False, desc='HDM layout', fields=(
+        Field('entry_shift', 0, 4, 'rw', 'r', 0x9, woclr=False, singlepulse=False, hwset=False, range_min=6, range_max=12, desc='log2 of the entry bytes (9: 512 B = K and V of one token and KV head).'),
+        Field('pos_shift', 8, 6, 'rw', 'r', 0xa, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the position stride, in entries.'),
+        Field('head_shift', 16, 5, 'rw', 'r', 0x1, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the head stride, in position strides.'),
+    )),
+    Register('HDM_GEOMETRY', 0x0b4, 32, external=False, desc='HDM geometry in use', fields=(
+        Field('n_layers', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Layers decoded (0: the elaborated number, GEOMETRY.n_layers).'),
+        Field('n_kv_heads', 16, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='KV heads per layer decoded (0: the elaborated number).'),
+    )),
+    Register('HDM_POSITIONS', 0x0b8, 32, external=False, desc='HDM positions in use', fields=(
+        Field('n_positions', 0, 32, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Positions per queue decoded (0: the elaborated number, 2^entries_log2).'),
+    )),
+    Register('HINT_DEFAULT', 0x0bc, 32, external=False, desc='Default attention sample', fields=(
+        Field('sample', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Sample (UQ0.16) of a read event no hint names.'),
+    )),
+    Register('HDM_STEP', 0x0c0, 32, external=False, desc='HDM current step', fields=(
+        Field('step', 0, 32, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The decode step the hints have set (events carry it).'),
+    )),
+    Register('HINTS_PENDING', 0x0c4, 32, external=False, desc='Hints pending', fields=(
+        Field('count', 0, 8, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Sample hints of the current step waiting for their read.'),
+        Field('depth', 8, 8, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Depth of the hint queue (elaborated).'),
     )),
     Register('READS', 0x100, 64, external=False, desc='Reads (attention reads of KV entries).', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
@@ -196,6 +232,39 @@ REGISTERS = (
     )),
     Register('COLDLIST_THRESHOLD', 0x208, 32, external=False, desc='Cold list threshold', fields=(
         Field('entries', 0, 16, 'rw', 'r', 0x10, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=63, desc='Raise IRQ_STATUS.coldlist_fill when an entry written makes this many pending.'),
+    )),
+    Register('HDM_ACCESSES', 0x300, 64, external=False, desc='Line accesses the HDM decode took (each leaves on route).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HDM_EVENTS', 0x308, 64, external=False, desc='Tracker events the HDM decode made (line 0 of an entry in the window).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('DECODE_ERRORS', 0x310, 64, external=False, desc='Accesses outside the window or beyond the geometry in use.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BEYOND_GEOMETRY', 0x318, 64, external=False, desc='Accesses in the window beyond the geometry in use (also in DECODE_ERRORS).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HINTS', 0x320, 64, external=False, desc='Hints taken (step-only and sample hints).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BAD_HINTS', 0x328, 64, external=False, desc='Hints ignored: an entry beyond the geometry, or the configuration refused.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HINTS_USED', 0x330, 64, external=False, desc="Read events that took a hint's sample.", fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('DEFAULT_SAMPLES', 0x338, 64, external=False, desc='Read events that took HINT_DEFAULT (no hint named them).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HINT_DROPS', 0x340, 64, external=False, desc='Sample hints dropped: the hint queue held its depth of current-step hints.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HINT_ORPHANS', 0x348, 64, external=False, desc='Sample hints removed unread when the step advanced.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HDM_STEP_ERRORS', 0x350, 64, external=False, desc='Hints whose step was below the current step (the step is kept).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
 )
 

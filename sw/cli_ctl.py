@@ -35,6 +35,9 @@ def add_arguments(p):
     r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="hw parameter (a register each): hw_alpha, hw_tau, hw_pinned, hw_rank_tau, hw_rank_tau_long, "
                         "hw_bucket_bits, hw_write_sample, hw_read_credit (repeatable)")
+    r.add_argument("--via", choices=("events", "hdm"), default="events",
+                   help="events: the tracker's direct event port; hdm: line accesses and hints through the "
+                        "HDM address decode, as a host sends them")
     r.add_argument("--json", action="store_true")
 
 
@@ -142,7 +145,7 @@ def _replay(args):
         except ValueError:
             raise CxlkvError(f"bad value in --param {item!r}: an integer is needed") from None
     with SyncDevice(_transport(args)) as dev:
-        out = dev.replay(trace, entries, **overrides)
+        out = dev.replay(trace, entries, via=args.via, **overrides)
     if args.json:
         print(json.dumps(out))
     else:

@@ -184,7 +184,22 @@ class Device:
             await self.write_fields("COLDLIST_TAIL", index=state["head"])
         return out
 
-    async def replay(self, trace, entries: int, **overrides) -> dict:
+    async def configure_hdm(self, cfg) -> None:
+        """Write an HDM decode configuration (models.hdm.HdmConfig) into HDM_* and HINT_DEFAULT;
+        a refused one (STATUS.hdm_cfg_error) raises ConfigError."""
+        await self.write_fields("HDM_BASE_LO", value=cfg.base & 0xFFFFFFFF)
+        await self.write_fields("HDM_BASE_HI", value=cfg.base >> 32)
+        await self.write_fields("HDM_SIZE_LO", value=cfg.size & 0xFFFFFFFF)
+        await self.write_fields("HDM_SIZE_HI", value=cfg.size >> 32)
+        await self.write_fields("HDM_LAYOUT", entry_shift=cfg.entry_shift, pos_shift=cfg.pos_shift,
+                                head_shift=cfg.head_shift)
+        await self.write_fields("HDM_GEOMETRY", n_layers=cfg.n_layers, n_kv_heads=cfg.n_kv_heads)
+        await self.write_fields("HDM_POSITIONS", n_positions=cfg.n_positions)
+        await self.write_fields("HINT_DEFAULT", sample=cfg.default_sample)
+        if (await self.status())["hdm_cfg_error"]:
+            raise ConfigError(f"the device refuses the HDM configuration {cfg}")
+
+    async def replay(self, trace, entries: int, via: str = "events", **overrides) -> dict:
         """Drive ``trace`` through the device's tracker with ``entries`` per queue; the device's
         counters under the keys of ``cxlkv policy replay --json`` (docs/controller.md, "Replay").
 
@@ -193,14 +208,21 @@ class Device:
         ``hw_write_sample`` and ``hw_read_credit`` to TLN_R, TLN_D, HW_BUCKET and HW_SAMPLE (a
         configuration needing more deadline buckets than the device's ring, HW_RING, is
         refused); ``window`` must be 0 (no prefetch in the top yet).
+
+        ``via``: ``events`` drives the tracker's direct event port; ``hdm`` sends the trace as the
+        host would: the HDM window packed over the device's geometry (512-byte entries at
+        address 0), line 0 of each event's entry, a sample hint before each read whose sample
+        is not the default (models.hdm.stimulus_from_trace), through the HDM decode.
         """
-        return await _replay(self, trace, entries, overrides)
+        if via not in ("events", "hdm"):
+            raise ConfigError(f"via must be 'events' or 'hdm', got {via!r}")
+        return await _replay(self, trace, entries, overrides, via)
 
     async def close(self):
         await self.t.close()
 
 
-async def _replay(dev: Device, trace, entries, overrides):
+async def _replay(dev: Device, trace, entries, overrides, via="events"):
     import numpy as np
 
     from cxlkv.models import policy as P
@@ -249,13 +271,27 @@ async def _replay(dev: Device, trace, entries, overrides):
     await dev.write_fields("CONTROL", enable=1)
     await dev.clear_counters()
 
-    rec = np.zeros(len(trace), EVENT_DTYPE)
-    rec["layer"], rec["head"], rec["position"] = trace.layer, trace.head, trace.pos
-    rec["step"] = trace.step.astype(np.int64)
-    x = np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5)     # policy.score_to_uq16
-    rec["sample"] = np.minimum(x, 65535).astype(np.int64)
-    rec["write"] = trace.op != 0
-    dec = await dev.t.events(rec)
+    if via == "hdm":
+        from cxlkv.models import hdm as MH
+        from cxlkv.sw.transport import access_records
+        geom = MH.HdmGeometry(info["n_layers"], info["n_kv_heads"], n_pos)
+        cfg = MH.HdmConfig.packed(geom)
+        try:
+            items = MH.stimulus_from_trace(trace, geom, cfg, lines="first")
+        except MH.HdmError as exc:
+            raise DeviceError(f"the trace cannot be replayed through the HDM decode: {exc}") from None
+        await dev.configure_hdm(cfg)
+        dec, _routes = await dev.t.accesses(access_records(items))
+        if len(dec) != len(trace):
+            raise DeviceError(f"the HDM decode made {len(dec)} events of the trace's {len(trace)}")
+    else:
+        rec = np.zeros(len(trace), EVENT_DTYPE)
+        rec["layer"], rec["head"], rec["position"] = trace.layer, trace.head, trace.pos
+        rec["step"] = trace.step.astype(np.int64)
+        x = np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5)     # policy.score_to_uq16
+        rec["sample"] = np.minimum(x, 65535).astype(np.int64)
+        rec["write"] = trace.op != 0
+        dec = await dev.t.events(rec)
     dev.last_decisions = dec
     c = await dev.counters()
 
@@ -283,7 +319,7 @@ async def _replay(dev: Device, trace, entries, overrides):
         "bad_events": c["bad_events"],
         "decision_errors": int(((dec["flags"] & FLAG_ERROR) != 0).sum()),
         "n_queues": trace.n_queues, "params": P.policy_param_dict("hw", params),
-        "transport": dev.t.name,
+        "transport": dev.t.name, "via": via,
     }
 
 

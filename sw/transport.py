@@ -43,6 +43,38 @@ DECISION_DTYPE = [("victim", "<u4"), ("flags", "u1"), ("pad", "V3")]
 FLAG_HIT, FLAG_INSERTED, FLAG_VICTIM, FLAG_NO_VICTIM, FLAG_ERROR = 1, 2, 4, 8, 16
 #: events per harness message (the tracker's state carries across messages)
 EVENTS_PER_MESSAGE = 1 << 16
+#: one HDM item for :meth:`Transport.accesses` (the harness's ACCESS_RECORD): kind 0 a line access
+#: (flag = write, addr), 1 a hint (flag = has_sample, step, layer, head, position, sample)
+ACCESS_DTYPE = [("kind", "u1"), ("flag", "u1"), ("layer", "<u2"), ("head", "<u2"), ("sample", "<u2"),
+                ("position", "<u4"), ("step", "<u4"), ("addr", "<u8")]
+#: one route record per access: position, queue, flags (status[1:0], event 4, hinted 8, write 16), line
+ROUTE_DTYPE = [("position", "<u4"), ("queue", "<u2"), ("flags", "u1"), ("line", "u1")]
+ROUTE_EVENT, ROUTE_HINTED, ROUTE_WRITE = 4, 8, 16
+
+
+def access_records(items):
+    """models.hdm ("hint", Hint) / ("access", Access) items as ACCESS_DTYPE records."""
+    import numpy as np
+    rec = np.zeros(len(items), ACCESS_DTYPE)
+    rows = []
+    for kind, x in items:
+        if kind == "hint":
+            rows.append((1, x.has_sample, x.layer, x.head, x.sample, x.position, x.step, 0))
+        else:
+            rows.append((0, int(bool(x.write)), 0, 0, 0, 0, 0, x.addr))
+    if rows:
+        rec[:] = rows
+    return rec
+
+
+def records_to_items(rec):
+    from cxlkv.models import hdm as MH
+    out = []
+    for i, r in enumerate(rec.tolist()):
+        kind, flag, layer, head, sample, pos, step, addr = r
+        out.append(("hint", MH.Hint(step, flag, layer, head, pos, sample)) if kind else
+                   ("access", MH.Access(addr, flag, i & 0xFFFF)))
+    return out
 
 
 class EventPortError(TransportError):
@@ -66,6 +98,13 @@ class Transport(abc.ABC):
         """Stream access events (a numpy array of EVENT_DTYPE) into the device's event port;
         returns one DECISION_DTYPE record per event, in order."""
         raise TransportError(f"the {self.name} transport cannot inject access events: on hardware they come "
+                             "from CXL.mem traffic (use --transport sim or model)")
+
+    async def accesses(self, records):
+        """Stream HDM items (a numpy array of ACCESS_DTYPE) in order into the device's access and
+        hint streams; returns (decisions, routes): one DECISION_DTYPE record per event the decode
+        made, one ROUTE_DTYPE record per access."""
+        raise TransportError(f"the {self.name} transport cannot inject HDM accesses: on hardware they come "
                              "from CXL.mem traffic (use --transport sim or model)")
 
     async def close(self) -> None:
@@ -103,6 +142,32 @@ class ModelTransport(Transport):
             out[i]["victim"] = victim
             out[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
         return out
+
+    async def accesses(self, records):
+        import numpy as np
+        m = self.model
+        if m.hdm is None:
+            raise EventPortError("this build of the controller has no tracker (no HDM decode)")
+        g = m.hdm_geom
+        hint = records["kind"] == 1
+        bad = (records["kind"] > 1) | (records["flag"] > 1) | (~hint & ((records["addr"] >> g.addr_width) != 0)) | \
+            (hint & (((records["layer"] >> g.lb) != 0) | ((records["head"] >> g.hb) != 0) |
+                     ((records["position"] >> g.pb) != 0)))
+        if bad.any():
+            raise EventPortError(f"access record {int(np.flatnonzero(bad)[0])} does not fit the device's HDM ports")
+        res = m.accesses(records_to_items(records))
+        if res is None:
+            raise EventPortError(f"the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
+                                 f"or STATUS.ring_error)")
+        routes, decisions = res
+        dec = np.zeros(len(decisions), DECISION_DTYPE)
+        for i, (hit, ins, vv, nv, err, victim) in enumerate(decisions):
+            dec[i]["victim"] = victim
+            dec[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
+        rt = np.zeros(len(routes), ROUTE_DTYPE)
+        for i, r in enumerate(routes):
+            rt[i] = (r.position, r.queue, r.status | r.event << 2 | r.hinted << 3 | r.write << 4, r.line)
+        return dec, rt
 
     async def read32(self, addr):
         value, resp = self.model.read32(addr)
@@ -177,13 +242,14 @@ class SimTransport(Transport):
         key = tuple(sorted(params.items()))
         if key not in _HARNESSES:            # generating the Verilog to find the cached build takes seconds
             from cxlkv.hdl.controller import Controller
-            from cxlkv.tb.vharness import build_harness, event_ports
+            from cxlkv.tb.vharness import build_harness, event_ports, hdm_ports
             top = Controller(**params)
             try:
-                _HARNESSES[key] = (build_harness(top, "controller"), event_ports(top) is not None)
+                _HARNESSES[key] = (build_harness(top, "controller"), event_ports(top) is not None,
+                                   hdm_ports(top) is not None)
             except RuntimeError as exc:
                 raise TransportError(f"cannot build the simulation harness: {exc}") from None
-        exe, self._has_events = _HARNESSES[key]
+        exe, self._has_events, self._has_hdm = _HARNESSES[key]
         self._dir = tempfile.TemporaryDirectory(prefix="cxlkv-sim-")
         path = f"{self._dir.name}/sock"
         self.proc = subprocess.Popen([str(exe), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -257,6 +323,41 @@ class SimTransport(Transport):
                 raise TransportError(f"simulation harness answered status {status:#x} to a batch of events")
             parts.append(np.frombuffer(answer, DECISION_DTYPE))
         return np.concatenate(parts) if parts else np.zeros(0, DECISION_DTYPE)
+
+    async def accesses(self, records):
+        import numpy as np
+        from cxlkv.tb.vharness import OP_ACCESSES, STATUS_BAD_RECORD, STATUS_STALLED
+        records = np.ascontiguousarray(records, dtype=ACCESS_DTYPE)
+        if not self._has_hdm:
+            raise EventPortError("this build of the controller has no tracker (no HDM decode)")
+        decs, routes = [], []
+        for lo in range(0, len(records), EVENTS_PER_MESSAGE):
+            chunk = records[lo:lo + EVENTS_PER_MESSAGE]
+            n_acc = int((chunk["kind"] == 0).sum())
+            flags = 2 if self.throttle else 0
+            status, value = self._call_raw(OP_ACCESSES, len(chunk), flags, chunk.tobytes())
+            if status == STATUS_BAD_RECORD:
+                raise EventPortError(f"access record {lo + value} does not fit the device's HDM ports")
+            if status == STATUS_STALLED:
+                raise EventPortError(f"the device's HDM decode stalled after {lo + value} of {len(records)} items "
+                                     "(no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error)")
+            if status:
+                raise TransportError(f"simulation harness answered status {status:#x} to a batch of accesses")
+            decs.append(np.frombuffer(self._recv(8 * value), DECISION_DTYPE))
+            routes.append(np.frombuffer(self._recv(8 * n_acc), ROUTE_DTYPE))
+        if not decs:
+            return np.zeros(0, DECISION_DTYPE), np.zeros(0, ROUTE_DTYPE)
+        return np.concatenate(decs), np.concatenate(routes)
+
+    def _call_raw(self, op, a, b, payload):
+        """A request whose answer's length depends on its value: (status, value); the caller reads the rest."""
+        import socket
+        try:
+            self.sock.sendall(struct.pack("<BII", op, a & 0xFFFFFFFF, b & 0xFFFFFFFF) + payload)
+            status, value, self.cycles = struct.unpack("<BIQ", self._recv(13))
+        except socket.timeout:
+            raise TransportError("simulation harness did not answer in time") from None
+        return status, value
 
     def step(self, cycles: int) -> int:
         """Run the clock; returns the cycle count."""

@@ -18,6 +18,15 @@ ops: 1 READ a -> value, status = AXI resp; 2 WRITE a <- b, status = AXI resp;
        into ``event`` at full speed, honouring ``ready``, while draining ``decision``
        (always ready), and answers when N decisions have arrived: value = N. With flag
        bit 0 the answer is followed by N DECISION_RECORDs (8 bytes; zero where none came).
+     7 ACCESSES (tops with ``access``/``hint``/``route`` streams too: the HDM decode): a = N
+       items, b = flags (bit 1 throttle, as EVENTS). N records of ACCESS_RECORD (24 bytes:
+       kind 0 access / 1 hint, flag = write / has_sample, layer, head, sample, position, step,
+       addr; an access's tag is its item index mod 2^16) follow. Checked like EVENTS (status
+       0xFC, value = first bad item), then offered in order, one at a time, each on its stream
+       (a hint before the access after it), while ``route`` and ``decision`` are drained every
+       cycle; done when every item is taken, every access's route has come, and as many
+       decisions as the routes flagged ``event``: value = D decisions. The answer is followed by
+       D DECISION_RECORDs and one ROUTE_RECORD (8 bytes) per access.
 status 0xFF: the bus did not answer within the timeout (a hung design); 0xFD: no event or
 decision moved for STALL_TIMEOUT cycles (value = decisions received; e.g. CONTROL.enable = 0).
 
@@ -44,6 +53,12 @@ EVENT_RECORD = struct.Struct("<HHIIHBx")
 #: harness -> host, one per decision: victim, flags (DECISION_FLAGS bits), 0
 DECISION_RECORD = struct.Struct("<IB3x")
 DECISION_FLAGS = ("hit", "inserted", "victim_valid", "no_victim", "error")
+OP_ACCESSES = 7
+#: host -> harness, one per HDM item: kind (0 access, 1 hint), write / has_sample, layer, head,
+#: sample, position, step, addr
+ACCESS_RECORD = struct.Struct("<BBHHHIIQ")
+#: harness -> host, one per access: position, queue, status | event << 2 | hinted << 3 | write << 4, line
+ROUTE_RECORD = struct.Struct("<IHBB")
 EVENT_FIELDS = ("layer", "head", "position", "step", "sample", "write")
 
 _CPP = r"""
@@ -249,6 +264,121 @@ static int run_events(uint32_t n, uint32_t flags, uint32_t *done) {
 }
 """
 
+_ACCESS_FUNCS = r"""
+// ---- HDM items (op @OP_ACCESSES@): accesses and hints in, decisions and routes out
+static std::vector<uint8_t> ac_in, ac_dec, ac_route;
+
+struct Item { uint8_t kind, flag; uint16_t layer, head, sample; uint32_t position, step; uint64_t addr; };
+
+static inline Item item(uint32_t i) {
+    const uint8_t *p = &ac_in[(size_t)i * 24];
+    Item r;
+    r.kind = p[0]; r.flag = p[1]; memcpy(&r.layer, p + 2, 2); memcpy(&r.head, p + 4, 2);
+    memcpy(&r.sample, p + 6, 2); memcpy(&r.position, p + 8, 4); memcpy(&r.step, p + 12, 4);
+    memcpy(&r.addr, p + 16, 8);
+    return r;
+}
+
+static bool item_fits(const Item &r) {
+    if (r.kind > 1 || r.flag > 1) return false;
+    if (r.kind == 0) return fits(r.addr, @AC_ADDR_W@);
+    return @HINT_FITS@;
+}
+
+static void load_item(uint32_t i) {
+    Item r = item(i);
+    if (r.kind == 0) {
+        uint32_t w[@AC_WORDS@] = {0};
+        uint64_t tag = i & 0xFFFF;
+        put_bits(w, @AC_ADDR@, r.addr); put_bits(w, @AC_WRITE@, r.flag); put_bits(w, @AC_TAG@, tag);
+@AC_ASSIGN@
+    } else {
+        uint32_t w[@HI_WORDS@] = {0};
+        put_bits(w, @HI_STEP@, r.step); put_bits(w, @HI_HAS@, r.flag); put_bits(w, @HI_LAYER@, r.layer);
+        put_bits(w, @HI_HEAD@, r.head); put_bits(w, @HI_POS@, r.position); put_bits(w, @HI_SAMPLE@, r.sample);
+@HI_ASSIGN@
+    }
+}
+
+static void store_route(uint32_t k, bool *event) {
+    uint32_t w[@RT_WORDS@] = {0};
+@RT_READ@
+    uint8_t *p = &ac_route[(size_t)k * 8];
+    uint32_t pos = (uint32_t)get_bits(w, @RT_POS@);
+    uint16_t queue = (uint16_t)get_bits(w, @RT_QUEUE@);
+    *event = get_bits(w, @RT_EVENT@);
+    uint8_t flags = (uint8_t)(get_bits(w, @RT_STATUS@) | (*event << 2) | (get_bits(w, @RT_HINTED@) << 3) |
+                              (get_bits(w, @RT_WRITE@) << 4));
+    memcpy(p, &pos, 4); memcpy(p + 4, &queue, 2); p[6] = flags; p[7] = (uint8_t)get_bits(w, @RT_LINE@);
+}
+
+static int run_accesses(uint32_t n, uint32_t flags, uint32_t *done) {
+    uint32_t n_acc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        Item r = item(i);
+        if (!item_fits(r)) { *done = i; return @STATUS_BAD_RECORD@; }
+        if (r.kind == 0) n_acc++;
+    }
+    ac_route.assign((size_t)n_acc * 8, 0);
+    ac_dec.clear();
+    uint32_t sent = 0, routes = 0, events = 0, got = 0;
+    uint64_t idle = 0;
+    int status = 0;
+    bool throttle = flags & 2;
+    uint32_t lcg = 0x2545F491u;
+    auto one_in = [&](uint32_t den) { lcg = lcg * 1103515245u + 12345u; return ((lcg >> 16) % den) == 0; };
+    bool offer = false;
+    auto present = [&]() {
+        top->@AC@valid = 0; top->@HI@valid = 0;
+        if (offer && sent < n) { if (item(sent).kind == 0) top->@AC@valid = 1; else top->@HI@valid = 1; }
+    };
+    if (n) { load_item(0); offer = !throttle; }
+    present();
+    top->@RT@ready = 1; top->@DEC@ready = 1;
+    while (sent < n || routes < n_acc || got < events) {
+        if (throttle) {
+            if (sent < n && !offer) { offer = one_in(8); present(); }
+            top->@DEC@ready = one_in(2);
+            top->@RT@ready = one_in(2);
+        }
+        top->clk = 0; top->eval();
+        bool in_hs = (top->@AC@valid && top->@AC@ready) || (top->@HI@valid && top->@HI@ready);
+        bool rt_hs = top->@RT@valid && top->@RT@ready;
+        bool dec_hs = top->@DEC@valid && top->@DEC@ready;
+        if (rt_hs && routes < n_acc) { bool ev; store_route(routes++, &ev); if (ev) events++; }
+        if (dec_hs) {
+            ac_dec.resize(ac_dec.size() + 8);
+            ev_out.swap(ac_dec);
+            store_decision(got++);
+            ev_out.swap(ac_dec);
+        }
+        top->clk = 1; top->eval(); cycles++;
+        if (in_hs) {
+            sent++;
+            if (sent < n) load_item(sent);
+            offer = sent < n && !throttle;
+            present();
+        }
+        if (in_hs || rt_hs || dec_hs) idle = 0;
+        else if (++idle > @STALL_TIMEOUT@ULL) { status = @STATUS_STALLED@; break; }
+    }
+    top->@AC@valid = 0; top->@HI@valid = 0;
+    top->@RT@ready = 0; top->@DEC@ready = 0;
+    *done = status ? sent : got;
+    return status;
+}
+"""
+
+_ACCESS_CASE = r"""            case @OP_ACCESSES@: {
+                ac_in.resize((size_t)a * 24);
+                if (!read_all(fd, ac_in.data(), ac_in.size())) { lost = true; break; }
+                status = run_accesses(a, b, &value);
+                break;
+            }"""
+
+_ACCESS_TAIL = r"""        if (req[0] == @OP_ACCESSES@ && status == 0 && (!write_all(fd, ac_dec.data(), ac_dec.size()) ||
+                                                      !write_all(fd, ac_route.data(), ac_route.size()))) break;"""
+
 _EVENTS_CASE = r"""            case @OP_EVENTS@: {
                 ev_in.resize((size_t)a * 16);
                 if (!read_all(fd, ev_in.data(), ev_in.size())) { lost = true; break; }
@@ -291,6 +421,14 @@ def event_ports(component):
     return _fields(ev), _fields(dec)
 
 
+def hdm_ports(component):
+    """(access, hint, route) fields of a top with the HDM decode's streams, else None."""
+    members = component.signature.members
+    if not {"access", "hint", "route"} <= set(members):
+        return None
+    return tuple(_fields(members[n].signature.members["payload"].shape) for n in ("access", "hint", "route"))
+
+
 def stall_timeout(component) -> int:
     """Idle cycles before a batch is given up: the tracker memory sweep after enable takes
     queues x positions cycles, the decay-rate divider ~60."""
@@ -298,7 +436,7 @@ def stall_timeout(component) -> int:
     return max(100_000, 4 * n)
 
 
-def render_cpp(top: str, bus_prefix: str = "s_axil", events=None, stall_cycles: int = 100_000) -> str:
+def render_cpp(top: str, bus_prefix: str = "s_axil", events=None, stall_cycles: int = 100_000, hdm=None) -> str:
     subs = {"@TOP@": top, "@P@": _mangle(bus_prefix + "__"), "@TIMEOUT@": str(BUS_TIMEOUT_CYCLES),
             "@TIMEOUT_STATUS@": str(STATUS_TIMEOUT), "@OP_READ@": str(OP_READ), "@OP_WRITE@": str(OP_WRITE),
             "@OP_STEP@": str(OP_STEP), "@OP_CYCLES@": str(OP_CYCLES), "@OP_QUIT@": str(OP_QUIT)}
@@ -323,8 +461,40 @@ def render_cpp(top: str, bus_prefix: str = "s_axil", events=None, stall_cycles: 
                      "@STATUS_BAD_RECORD@": str(STATUS_BAD_RECORD), "@STATUS_STALLED@": str(STATUS_STALLED),
                      "@EV@": _mangle("event__"), "@DEC@": _mangle("decision__")}.items():
             funcs = funcs.replace(k, v)
-        text = (text.replace("@EVENTS_FUNCS@", funcs).replace("@EVENTS_CASE@", _EVENTS_CASE)
-                .replace("@EVENTS_TAIL@", _EVENTS_TAIL))
+        case, tail = _EVENTS_CASE, _EVENTS_TAIL
+        if hdm is not None:
+            acf, hif, rtf = hdm
+            ac_w, hi_w, rt_w = (max(o + w for o, w in f.values()) for f in (acf, hif, rtf))
+
+            def fw(f, name):
+                return f"{f[name][0]}, {f[name][1]}"
+            afuncs = _ACCESS_FUNCS
+            hint_fits = " && ".join(f"fits(r.{src}, {hif[dst][1]})" for src, dst in
+                                    (("layer", "layer"), ("head", "head"), ("position", "position"),
+                                     ("sample", "sample"), ("step", "step")))
+            for k, v in {"@AC_WORDS@": str((ac_w + 31) // 32), "@HI_WORDS@": str((hi_w + 31) // 32),
+                         "@RT_WORDS@": str((rt_w + 31) // 32), "@AC_ADDR_W@": str(acf["addr"][1]),
+                         "@HINT_FITS@": hint_fits, "@AC_ADDR@": fw(acf, "addr"), "@AC_WRITE@": fw(acf, "write"),
+                         "@AC_TAG@": fw(acf, "tag"), "@HI_STEP@": fw(hif, "step"), "@HI_HAS@": fw(hif, "has_sample"),
+                         "@HI_LAYER@": fw(hif, "layer"), "@HI_HEAD@": fw(hif, "head"),
+                         "@HI_POS@": fw(hif, "position"), "@HI_SAMPLE@": fw(hif, "sample"),
+                         "@AC_ASSIGN@": _assign(_mangle("access__payload"), ac_w, "w", True),
+                         "@HI_ASSIGN@": _assign(_mangle("hint__payload"), hi_w, "w", True),
+                         "@RT_READ@": _assign(_mangle("route__payload"), rt_w, "w", False),
+                         "@RT_POS@": fw(rtf, "position"), "@RT_QUEUE@": fw(rtf, "queue"),
+                         "@RT_EVENT@": fw(rtf, "event"), "@RT_STATUS@": fw(rtf, "status"),
+                         "@RT_HINTED@": fw(rtf, "hinted"), "@RT_WRITE@": fw(rtf, "write"),
+                         "@RT_LINE@": fw(rtf, "line"), "@STALL_TIMEOUT@": str(stall_cycles),
+                         "@STATUS_BAD_RECORD@": str(STATUS_BAD_RECORD), "@STATUS_STALLED@": str(STATUS_STALLED),
+                         "@AC@": _mangle("access__"), "@HI@": _mangle("hint__"), "@RT@": _mangle("route__"),
+                         "@DEC@": _mangle("decision__")}.items():
+                afuncs = afuncs.replace(k, v)
+            funcs += afuncs
+            case += "\n" + _ACCESS_CASE
+            tail += "\n" + _ACCESS_TAIL
+            subs["@OP_ACCESSES@"] = str(OP_ACCESSES)
+        text = (text.replace("@EVENTS_FUNCS@", funcs).replace("@EVENTS_CASE@", case)
+                .replace("@EVENTS_TAIL@", tail))
         subs["@OP_EVENTS@"] = str(OP_EVENTS)
     for k, v in subs.items():
         text = text.replace(k, v)
@@ -338,7 +508,8 @@ HARNESS_FLAGS = ("--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-i
 def build_harness(component, name: str) -> Path:
     """Generate, Verilate and compile the harness for ``component``; returns the executable."""
     verilog = generate_verilog(component, name)
-    cpp = render_cpp(name, events=event_ports(component), stall_cycles=stall_timeout(component))
+    cpp = render_cpp(name, events=event_ports(component), stall_cycles=stall_timeout(component),
+                     hdm=hdm_ports(component))
     key = hashlib.sha256((verilog + cpp + " ".join(HARNESS_FLAGS)).encode()).hexdigest()[:12]
     bdir = build_dir() / "harness" / f"{name}-{key}"
     exe = bdir / name

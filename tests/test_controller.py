@@ -1,5 +1,6 @@
 """The controller top in the Verilator harness against its golden model, through the host driver."""
 import asyncio
+import dataclasses
 import random
 
 import pytest
@@ -146,8 +147,8 @@ def _codes(decisions):
     return np.where(f & FLAG_VICTIM, decisions["victim"].astype(np.int64), np.where(f & FLAG_NO_VICTIM, -2, -1))
 
 
-def _check_replay(dev, trace, entries, **params):
-    got = dev.replay(trace, entries, **params)
+def _check_replay(dev, trace, entries, via="events", **params):
+    got = dev.replay(trace, entries, via=via, **params)
     res = P.replay(trace, "hw", entries, record_victims=True, **params)
     exp = res.summary()
     assert {k: got[k] for k in COUNTS} == {k: exp[k] for k in COUNTS}, (entries, params)
@@ -311,10 +312,13 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
     outs = []
     for argv in (["ctl", "--transport", "sim", "replay", str(path), "--entries", "10%", "--json"],
                  ["ctl", "--transport", "model", "replay", str(path), "--entries", "10%", "--json"],
+                 ["ctl", "--transport", "sim", "replay", str(path), "--entries", "10%", "--via", "hdm", "--json"],
                  ["policy", "replay", str(path), "--policy", "hw", "--entries", "10%", "--json"]):
         assert main(argv) == 0
         outs.append(json.loads(capsys.readouterr().out))
-    for o in outs[:2]:
+    outs = outs[:2] + outs[3:] + outs[2:3]          # policy's at index 2, the HDM replay last
+    assert outs[3]["via"] == "hdm"
+    for o in outs[:2] + outs[3:]:
         assert {k: o[k] for k in ("entries", *COUNTS)} == {k: outs[2][k] for k in ("entries", *COUNTS)}
     # the tracker's parameters are registers now: non-default ones replay equal too
     params = ["--param", "hw_rank_tau=6", "--param", "hw_bucket_bits=4", "--param", "hw_read_credit=512",
@@ -437,3 +441,80 @@ def test_cli_stats_and_coldlist(capsys):
     assert out["coldlist.pending"] == 0 and out["coldlist.depth"] == 64 and "coldlist_drops" in out
     assert main(["ctl", "--transport", "model", "coldlist"]) == 0
     assert "(empty)" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the HDM decode in front of the tracker
+
+HDM_COUNTER_REGS = ("HDM_ACCESSES", "HDM_EVENTS", "DECODE_ERRORS", "BEYOND_GEOMETRY", "HINTS", "BAD_HINTS",
+                    "HINTS_USED", "DEFAULT_SAMPLES", "HINT_DROPS", "HINT_ORPHANS", "HDM_STEP_ERRORS")
+
+
+def test_replay_via_hdm_shipped_trace_sim_equals_policy_hw(sim_dev):
+    """The host's way in: line accesses and hints through the HDM decode; counts and every victim
+    equal `policy replay --policy hw`."""
+    trace = load_trace(SHIPPED)
+    got = _check_replay(sim_dev, trace, P.entries_from_budget(trace, 10), via="hdm")
+    assert got["via"] == "hdm" and got["decision_errors"] == 0
+    assert sim_dev.read_reg("HDM_EVENTS") == len(trace) and sim_dev.read_reg("DECODE_ERRORS") == 0
+
+
+@pytest.mark.parametrize("throttle", [False, True])
+def test_hdm_path_sim_equals_model(sim, throttle):
+    """Accesses over every line, hints before every read, some outside the window or beyond the
+    geometry in use, bad hints: decisions, routes, HDM counters and status equal on sim and model."""
+    from cxlkv.models import hdm as MH
+    from cxlkv.sw.transport import access_records
+    sim.throttle = throttle
+    trace = random_trace(np.random.default_rng(31), n=600)
+    geom = MH.HdmGeometry(4, 2, 1024)
+    full = MH.HdmConfig.packed(geom, base=0x1_0000_0000)
+    cfg = MH.HdmConfig.packed(geom, base=full.base, n_layers=3)           # 3 layers in use ...
+    cfg = dataclasses.replace(cfg, size=full.size)                        # ... in a 4-layer window: layer 3 is beyond
+    items = MH.stimulus_from_trace(trace, geom, cfg, lines=[0, 3, 7], hint_every_read=True)
+    rng = np.random.default_rng(32)
+    for i in sorted(rng.choice(len(items), 40, replace=False), reverse=True):
+        items.insert(i, ("access", MH.Access(int(rng.integers(0, 1 << 40)) & ~63, 0)))           # outside
+        items.insert(i, ("access", MH.Access(cfg.address(3, 1, 5), 1)))                           # beyond
+        items.insert(i, ("hint", MH.Hint(0, 1, 3, 0, 9, 100)))                                   # bad hint
+    rec = access_records(items)
+    outs = []
+    for t in (sim, ModelTransport(**PARAMS)):
+        dev = _device(t)
+        dev.configure(enable=1, queue_budget=6, pin_first=1)
+        dev.configure_hdm(cfg)
+        dec, routes = asyncio.run(t.accesses(rec))
+        outs.append((dec.tobytes(), routes.tobytes(), {r: dev.read_reg(r) for r in HDM_COUNTER_REGS},
+                     dev.counters(), dev.status(), dev.read_fields("HDM_STEP"), dev.read_fields("HINTS_PENDING")))
+        dev._loop.close()
+    assert outs[0][2] == outs[1][2], (outs[0][2], outs[1][2])
+    for a, b in zip(outs[0], outs[1]):
+        assert a == b
+    counts = outs[0][2]
+    assert counts["HDM_EVENTS"] == len(trace) and counts["BEYOND_GEOMETRY"] == 40 and counts["BAD_HINTS"] == 40
+    assert counts["DECODE_ERRORS"] == 80 and counts["HINTS_USED"] > 0
+    # negative: the decisions are not those of the direct port at another budget
+    other = ModelTransport(**PARAMS)
+    dev = _device(other)
+    dev.configure(enable=1, queue_budget=7, pin_first=1)
+    dev.configure_hdm(cfg)
+    assert asyncio.run(other.accesses(rec))[0].tobytes() != outs[0][0]
+    dev._loop.close()
+
+
+def test_hdm_refused_configuration_and_errors(sim):
+    from cxlkv.models import hdm as MH
+    for t in (sim, ModelTransport(**PARAMS)):
+        dev = _device(t)
+        assert "hdm" in dev.info()["caps"]
+        with pytest.raises(ConfigError, match="refuses the HDM configuration"):
+            dev.configure_hdm(MH.HdmConfig(size=1 << 20, n_layers=9))           # beyond the built 4 layers
+        assert dev.status()["hdm_cfg_error"] == 1
+        dev.write_fields("HDM_GEOMETRY", n_layers=0)                             # 0: the built geometry
+        assert dev.status()["hdm_cfg_error"] == 0
+        from cxlkv.sw.transport import access_records
+        rec = access_records([("hint", MH.Hint(1, 1, 9, 0, 0, 5))])            # layer 9 does not fit 2 bits
+        with pytest.raises(EventPortError, match="record 0 does not fit"):
+            asyncio.run(t.accesses(rec))
+        with pytest.raises(EventPortError, match="stalled"):                    # CONTROL.enable = 0
+            asyncio.run(t.accesses(access_records([("access", MH.Access(0))])))
+        dev._loop.close()

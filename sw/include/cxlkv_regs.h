@@ -64,6 +64,9 @@ extern "C" {
 #define CXLKV_REGS__CAPS__BISNOOP_bm 0x20
 #define CXLKV_REGS__CAPS__BISNOOP_bp 5
 #define CXLKV_REGS__CAPS__BISNOOP_bw 1
+#define CXLKV_REGS__CAPS__HDM_bm 0x40
+#define CXLKV_REGS__CAPS__HDM_bp 6
+#define CXLKV_REGS__CAPS__HDM_bw 1
 
 // reg - cxlkv_regs::SCRATCH
 #define CXLKV_REGS__SCRATCH__VALUE_bm 0xffffffff
@@ -109,6 +112,9 @@ extern "C" {
 #define CXLKV_REGS__STATUS__RING_ERROR_bm 0x20
 #define CXLKV_REGS__STATUS__RING_ERROR_bp 5
 #define CXLKV_REGS__STATUS__RING_ERROR_bw 1
+#define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bm 0x40
+#define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bp 6
+#define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bw 1
 
 // reg - cxlkv_regs::REJECT_ADDR
 #define CXLKV_REGS__REJECT_ADDR__ADDR_bm 0xffff
@@ -291,6 +297,79 @@ extern "C" {
 #define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bp 0
 #define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bw 5
 
+// reg - cxlkv_regs::HDM_BASE_LO
+#define CXLKV_REGS__HDM_BASE_LO__VALUE_bm 0xffffffff
+#define CXLKV_REGS__HDM_BASE_LO__VALUE_bp 0
+#define CXLKV_REGS__HDM_BASE_LO__VALUE_bw 32
+#define CXLKV_REGS__HDM_BASE_LO__VALUE_reset 0x0
+
+// reg - cxlkv_regs::HDM_BASE_HI
+#define CXLKV_REGS__HDM_BASE_HI__VALUE_bm 0xfffff
+#define CXLKV_REGS__HDM_BASE_HI__VALUE_bp 0
+#define CXLKV_REGS__HDM_BASE_HI__VALUE_bw 20
+#define CXLKV_REGS__HDM_BASE_HI__VALUE_reset 0x0
+
+// reg - cxlkv_regs::HDM_SIZE_LO
+#define CXLKV_REGS__HDM_SIZE_LO__VALUE_bm 0xffffffff
+#define CXLKV_REGS__HDM_SIZE_LO__VALUE_bp 0
+#define CXLKV_REGS__HDM_SIZE_LO__VALUE_bw 32
+#define CXLKV_REGS__HDM_SIZE_LO__VALUE_reset 0x0
+
+// reg - cxlkv_regs::HDM_SIZE_HI
+#define CXLKV_REGS__HDM_SIZE_HI__VALUE_bm 0xfffff
+#define CXLKV_REGS__HDM_SIZE_HI__VALUE_bp 0
+#define CXLKV_REGS__HDM_SIZE_HI__VALUE_bw 20
+#define CXLKV_REGS__HDM_SIZE_HI__VALUE_reset 0x0
+
+// reg - cxlkv_regs::HDM_LAYOUT
+#define CXLKV_REGS__HDM_LAYOUT__ENTRY_SHIFT_bm 0xf
+#define CXLKV_REGS__HDM_LAYOUT__ENTRY_SHIFT_bp 0
+#define CXLKV_REGS__HDM_LAYOUT__ENTRY_SHIFT_bw 4
+#define CXLKV_REGS__HDM_LAYOUT__ENTRY_SHIFT_reset 0x9
+#define CXLKV_REGS__HDM_LAYOUT__POS_SHIFT_bm 0x3f00
+#define CXLKV_REGS__HDM_LAYOUT__POS_SHIFT_bp 8
+#define CXLKV_REGS__HDM_LAYOUT__POS_SHIFT_bw 6
+#define CXLKV_REGS__HDM_LAYOUT__POS_SHIFT_reset 0xa
+#define CXLKV_REGS__HDM_LAYOUT__HEAD_SHIFT_bm 0x1f0000
+#define CXLKV_REGS__HDM_LAYOUT__HEAD_SHIFT_bp 16
+#define CXLKV_REGS__HDM_LAYOUT__HEAD_SHIFT_bw 5
+#define CXLKV_REGS__HDM_LAYOUT__HEAD_SHIFT_reset 0x1
+
+// reg - cxlkv_regs::HDM_GEOMETRY
+#define CXLKV_REGS__HDM_GEOMETRY__N_LAYERS_bm 0xffff
+#define CXLKV_REGS__HDM_GEOMETRY__N_LAYERS_bp 0
+#define CXLKV_REGS__HDM_GEOMETRY__N_LAYERS_bw 16
+#define CXLKV_REGS__HDM_GEOMETRY__N_LAYERS_reset 0x0
+#define CXLKV_REGS__HDM_GEOMETRY__N_KV_HEADS_bm 0xffff0000
+#define CXLKV_REGS__HDM_GEOMETRY__N_KV_HEADS_bp 16
+#define CXLKV_REGS__HDM_GEOMETRY__N_KV_HEADS_bw 16
+#define CXLKV_REGS__HDM_GEOMETRY__N_KV_HEADS_reset 0x0
+
+// reg - cxlkv_regs::HDM_POSITIONS
+#define CXLKV_REGS__HDM_POSITIONS__N_POSITIONS_bm 0xffffffff
+#define CXLKV_REGS__HDM_POSITIONS__N_POSITIONS_bp 0
+#define CXLKV_REGS__HDM_POSITIONS__N_POSITIONS_bw 32
+#define CXLKV_REGS__HDM_POSITIONS__N_POSITIONS_reset 0x0
+
+// reg - cxlkv_regs::HINT_DEFAULT
+#define CXLKV_REGS__HINT_DEFAULT__SAMPLE_bm 0xffff
+#define CXLKV_REGS__HINT_DEFAULT__SAMPLE_bp 0
+#define CXLKV_REGS__HINT_DEFAULT__SAMPLE_bw 16
+#define CXLKV_REGS__HINT_DEFAULT__SAMPLE_reset 0x0
+
+// reg - cxlkv_regs::HDM_STEP
+#define CXLKV_REGS__HDM_STEP__STEP_bm 0xffffffff
+#define CXLKV_REGS__HDM_STEP__STEP_bp 0
+#define CXLKV_REGS__HDM_STEP__STEP_bw 32
+
+// reg - cxlkv_regs::HINTS_PENDING
+#define CXLKV_REGS__HINTS_PENDING__COUNT_bm 0xff
+#define CXLKV_REGS__HINTS_PENDING__COUNT_bp 0
+#define CXLKV_REGS__HINTS_PENDING__COUNT_bw 8
+#define CXLKV_REGS__HINTS_PENDING__DEPTH_bm 0xff00
+#define CXLKV_REGS__HINTS_PENDING__DEPTH_bp 8
+#define CXLKV_REGS__HINTS_PENDING__DEPTH_bw 8
+
 // reg - cxlkv_regs::counter_t_desc_c7401475
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bm 0xffffffffffffffff
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bp 0
@@ -423,6 +502,61 @@ extern "C" {
 #define CXLKV_REGS__COLDLIST_THRESHOLD__ENTRIES_bw 16
 #define CXLKV_REGS__COLDLIST_THRESHOLD__ENTRIES_reset 0x10
 
+// reg - cxlkv_regs::counter_t_desc_aa40b60c
+#define CXLKV_REGS__COUNTER_T_DESC_AA40B60C__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_AA40B60C__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_AA40B60C__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_fb4cc1af
+#define CXLKV_REGS__COUNTER_T_DESC_FB4CC1AF__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_FB4CC1AF__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_FB4CC1AF__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_b9c71714
+#define CXLKV_REGS__COUNTER_T_DESC_B9C71714__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_B9C71714__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_B9C71714__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_a2fb94a2
+#define CXLKV_REGS__COUNTER_T_DESC_A2FB94A2__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_A2FB94A2__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_A2FB94A2__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_dbfffeca
+#define CXLKV_REGS__COUNTER_T_DESC_DBFFFECA__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_DBFFFECA__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_DBFFFECA__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_c2a17d83
+#define CXLKV_REGS__COUNTER_T_DESC_C2A17D83__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_C2A17D83__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_C2A17D83__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_5b0231ad
+#define CXLKV_REGS__COUNTER_T_DESC_5B0231AD__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_5B0231AD__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_5B0231AD__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_bbb665a9
+#define CXLKV_REGS__COUNTER_T_DESC_BBB665A9__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_BBB665A9__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_BBB665A9__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_c030a149
+#define CXLKV_REGS__COUNTER_T_DESC_C030A149__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_C030A149__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_C030A149__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_83bd7128
+#define CXLKV_REGS__COUNTER_T_DESC_83BD7128__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_83BD7128__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_83BD7128__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_4cb71458
+#define CXLKV_REGS__COUNTER_T_DESC_4CB71458__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_4CB71458__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_4CB71458__COUNT_bw 64
+
 // mem - cxlkv_regs::COLDLIST
 typedef struct __attribute__ ((__packed__)) {
     uint64_t mem[64];
@@ -462,7 +596,18 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t HW_BUCKET;
     uint32_t HW_SAMPLE;
     uint32_t HW_RING;
-    uint8_t RESERVED_94_ff[0x6c];
+    uint8_t RESERVED_94_9f[0xc];
+    uint32_t HDM_BASE_LO;
+    uint32_t HDM_BASE_HI;
+    uint32_t HDM_SIZE_LO;
+    uint32_t HDM_SIZE_HI;
+    uint32_t HDM_LAYOUT;
+    uint32_t HDM_GEOMETRY;
+    uint32_t HDM_POSITIONS;
+    uint32_t HINT_DEFAULT;
+    uint32_t HDM_STEP;
+    uint32_t HINTS_PENDING;
+    uint8_t RESERVED_c8_ff[0x38];
     uint64_t READS;
     uint64_t READ_HITS;
     uint64_t WRITES;
@@ -491,7 +636,19 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t COLDLIST_HEAD;
     uint32_t COLDLIST_TAIL;
     uint32_t COLDLIST_THRESHOLD;
-    uint8_t RESERVED_20c_3ff[0x1f4];
+    uint8_t RESERVED_20c_2ff[0xf4];
+    uint64_t HDM_ACCESSES;
+    uint64_t HDM_EVENTS;
+    uint64_t DECODE_ERRORS;
+    uint64_t BEYOND_GEOMETRY;
+    uint64_t HINTS;
+    uint64_t BAD_HINTS;
+    uint64_t HINTS_USED;
+    uint64_t DEFAULT_SAMPLES;
+    uint64_t HINT_DROPS;
+    uint64_t HINT_ORPHANS;
+    uint64_t HDM_STEP_ERRORS;
+    uint8_t RESERVED_358_3ff[0xa8];
     cxlkv_regs__COLDLIST_t COLDLIST;
 } cxlkv_regs_t;
 
