@@ -1,25 +1,32 @@
-"""Access tracker and eviction selector: the ``hw`` policy, bit for bit.
+"""Access tracker and eviction selector: the ``hw`` policy, bit for bit, one event per clock.
 
 Golden model: :mod:`cxlkv.models.tracker` (equal to ``policy.replay(..., "hw")`` event for
 event). Documentation: ``docs/tracker.md``.
 
 Per event in {layer, head, position, write, sample, step}; per event out {hit, inserted,
-victim}. A "victim for queue q" request port answers the policy's rule without changing
-state. One engine processes events and requests one at a time (a sequential FSM, several
-cycles per event; docs/tracker.md "Timing"):
+victim, slot}. A "victim for queue q" request port answers the policy's rule in order with the
+events. The engine is a pipeline that takes one event (or victim request) per clock:
 
-* per position, two words behind two request/response memory ports (device DRAM at the full
-  geometry): the 64-bit *metadata* word {ema 16, t_last 32, reserved 16 (preserved)} and the
-  *link* word {prev, next, key, resident}; list nodes are positions;
-* per queue, on chip: a state word (step, read counter, dense bit, key cursor, expired list,
-  resident count, bucket occupancy bitmap) and a ring of ``n_buckets`` (head, tail) pairs.
+* **accept** (A): the queue's step state (a per-queue RAM read and written in the same cycle,
+  so back-to-back events of one queue chain), the metadata read request, and a lookup of the
+  (queue, position) among the events in flight: a match takes its metadata from the youngest
+  older event instead of memory (forwarding; no read is issued);
+* **B0..B4**: decay (age, multiply, exp2 ROM), the EMA update (forwarded EMA of the previous
+  event of the same entry, read from the in-flight buffer in the cycle after it was written),
+  log2 ROM, retention multiply, bucket key;
+* **B5, the list stage**: the whole list update of one event in one cycle: residency check
+  (the metadata's slot, owned by the position), unlink/pop/insert with every pointer write of
+  the event merged; a bucket that falls below the ring's reach is spliced to the expired list
+  first, one extra cycle per non-empty bucket (rare: the ring keeps ``R - NB`` expired buckets
+  in place, docs/tracker.md "Lazy splicing");
+* **B6**: the decision (or victim answer) and the metadata write.
 
-Memory ports: ``*_req`` carries {addr, write, [wmask,] wdata}; a read is answered on
-``*_resp`` in order; writes are posted (no response). The engine has at most one request in
-flight per port, and a read's response is awaited before the next request, so any memory that
-answers in order (with any latency and any ready stalls) is correct.
+Storage: per position, the 64-bit metadata word {ema 16, t_last 32, slot 16} behind a read
+channel and a write channel (device DRAM at the full geometry); per slot (``max_budget`` per
+queue) on chip: position, key, prev, next; per queue on chip: the step state, the list state
+(cursor, expired list, resident count, bucket occupancy bitmap) and the ring's (head, tail).
 """
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -35,6 +42,12 @@ F_BITS = 24
 COUNTER_BITS = 32
 META_BITS = 64
 COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles")
+INFLIGHT = 16            # events between accept and retire (covers read latencies up to ~8)
+
+META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
+
+# record kinds
+K_EVENT, K_ERROR, K_VREQ, K_VERR = 0, 1, 2, 3
 
 
 def _bits(n):
@@ -45,21 +58,26 @@ def _bits(n):
 class Geometry:
     """Fixed parameters and the widths they imply."""
 
-    def __init__(self, n_layers, n_kv_heads, n_positions, n_buckets):
-        for name, v in (("n_positions", n_positions), ("n_buckets", n_buckets)):
+    def __init__(self, n_layers, n_kv_heads, n_positions, n_buckets, max_budget=None):
+        max_budget = min(n_positions, T.MAX_BUDGET_LIMIT) if max_budget is None else max_budget
+        for name, v in (("n_positions", n_positions), ("n_buckets", n_buckets), ("max_budget", max_budget)):
             if v < 2 or v & (v - 1):
                 raise ValueError(f"{name} must be a power of two >= 2, got {v}")
+        if max_budget > min(n_positions, T.MAX_BUDGET_LIMIT):
+            raise ValueError(f"max_budget must be <= n_positions and <= {T.MAX_BUDGET_LIMIT}, got {max_budget}")
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.n_queues = n_layers * n_kv_heads
-        self.n_positions, self.n_buckets = n_positions, n_buckets
+        self.n_positions, self.n_buckets, self.max_budget = n_positions, n_buckets, max_budget
         self.lb, self.hb = _bits(n_layers), _bits(n_kv_heads)
         self.qb = _bits(self.n_queues)
         self.pb = _bits(n_positions)
         self.bb = _bits(n_buckets)
-        self.ptr = self.pb + 1                    # {valid, position}
-        self.count = self.pb + 1                  # 0 .. n_positions
+        self.sb = _bits(max_budget)               # slot index
+        self.sptr = self.sb + 1                   # {valid, slot}
+        self.count = self.pb + 1                  # budget / pinned inputs: 0 .. n_positions
+        self.nres = self.sb + 1                   # 0 .. max_budget
         self.step_reads = self.pb + 2             # saturating; > any budget
-        self.addr = self.qb + self.pb             # word address {queue, position}
+        self.addr = self.qb + self.pb             # metadata word address {queue, position}
 
     def event_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb,
@@ -68,7 +86,7 @@ class Geometry:
     def decision_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb,
                                   "hit": 1, "inserted": 1, "victim_valid": 1, "no_victim": 1,
-                                  "error": 1, "victim": self.pb})
+                                  "error": 1, "victim": self.pb, "slot": self.sb})
 
     def vreq_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb})
@@ -77,30 +95,41 @@ class Geometry:
         return data.StructLayout({"layer": self.lb, "head": self.hb, "valid": 1, "locked": 1,
                                   "error": 1, "victim": self.pb})
 
-    def link_layout(self):
-        return data.StructLayout({"prev": self.ptr, "next": self.ptr, "key": T.KEY_BITS, "resident": 1})
+    def meta_rd_layout(self):
+        return data.StructLayout({"addr": self.addr})
 
-    def qstate_layout(self):
-        return data.StructLayout({
-            "started": 1, "cur_step": S.STEP_BITS, "step_reads": self.step_reads, "dense": 1,
-            "kc": S.STEP_BITS, "ehead": self.ptr, "etail": self.ptr, "nres": self.count,
-            "bitmap": self.n_buckets})
+    def meta_wr_layout(self):
+        return data.StructLayout({"addr": self.addr, "wdata": META_BITS})
 
-    def bucket_layout(self):
-        return data.StructLayout({"head": self.ptr, "tail": self.ptr})
+    def step_layout(self):
+        return data.StructLayout({"started": 1, "cur_step": S.STEP_BITS, "step_reads": self.step_reads,
+                                  "dense": 1})
 
-    def meta_req_layout(self):
-        return data.StructLayout({"addr": self.addr, "write": 1, "wdata": META_BITS})
-
-    def link_req_layout(self):
-        return data.StructLayout({"addr": self.addr, "write": 1, "wmask": 4,
-                                  "wdata": self.link_layout().size})
+    def list_layout(self):
+        return data.StructLayout({"started": 1, "kc": S.STEP_BITS, "ehead": self.sptr, "etail": self.sptr,
+                                  "nres": self.nres, "bitmap": self.n_buckets})
 
 
-META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "reserved": 16})
-#: link write mask bits
-WM_PREV, WM_NEXT, WM_KEY, WM_RES = 1, 2, 4, 8
-WM_ALL = 15
+def pack(layout, **fields):
+    """A whole ``layout`` value from its fields (missing fields are 0), as one expression.
+
+    Assigning a struct field by field under different conditions makes Amaranth emit the
+    fields in separate ``always`` blocks, which Verilator was seen to evaluate with stale bits;
+    one assignment of the whole value avoids that.
+    """
+    unknown = set(fields) - {name for name, _ in layout}
+    if unknown:
+        raise ValueError(f"no such fields: {sorted(unknown)}")
+    parts = []
+    for name, fld in layout:
+        w = fld.width
+        v = fields.get(name, 0)
+        if isinstance(v, int):
+            parts.append(Const(v, w))
+        else:
+            v = Value.cast(v)
+            parts.append(v[:w] if len(v) >= w else Cat(v, Const(0, w - len(v))))
+    return Cat(*parts)
 
 
 def lowest_set(m, vec, width):
@@ -123,20 +152,26 @@ class Tracker(wiring.Component):
     """The per-(layer, KV head) access tracker; see the module docstring and docs/tracker.md.
 
     Parameters: ``n_layers``, ``n_kv_heads`` (queues = their product), ``n_positions``
-    (per queue, power of two), ``n_buckets`` (deadline ring, power of two >= the policy's NB).
+    (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
+    NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
+    the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
+    hides is about ``inflight - 8`` cycles).
     """
 
-    def __init__(self, n_layers=2, n_kv_heads=2, n_positions=64, n_buckets=128):
-        self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets)
+    def __init__(self, n_layers=2, n_kv_heads=2, n_positions=64, n_buckets=128, max_budget=None,
+                 inflight=INFLIGHT):
+        self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets, max_budget)
+        if inflight < 2 or inflight & (inflight - 1):
+            raise ValueError(f"inflight must be a power of two >= 2, got {inflight}")
+        self.inflight = inflight
         ports = {
             "event": In(stream.Signature(g.event_layout())),
             "decision": Out(stream.Signature(g.decision_layout())),
             "victim_req": In(stream.Signature(g.vreq_layout())),
             "victim_resp": Out(stream.Signature(g.vresp_layout())),
-            "meta_req": Out(stream.Signature(g.meta_req_layout())),
-            "meta_resp": In(stream.Signature(META_BITS)),
-            "link_req": Out(stream.Signature(g.link_req_layout())),
-            "link_resp": In(stream.Signature(g.link_layout().size)),
+            "meta_rd": Out(stream.Signature(g.meta_rd_layout())),
+            "meta_rd_data": In(stream.Signature(META_BITS)),
+            "meta_wr": Out(stream.Signature(g.meta_wr_layout())),
             # configuration (static while events flow)
             "budget": In(g.count),
             "pinned": In(g.count),
@@ -156,516 +191,581 @@ class Tracker(wiring.Component):
             ports[name] = Out(COUNTER_BITS)
         super().__init__(ports)
 
+    def rec_layout(self):
+        g = self.geom
+        tb = _bits(self.inflight)
+        return data.StructLayout({
+            "kind": 2, "q": g.qb, "layer": g.lb, "head": g.hb, "position": g.pb, "write": 1,
+            "smp": S.SCORE_BITS, "step": S.STEP_BITS, "dense": 1,
+            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb,
+        })
+
     def elaborate(self, platform):
         m = Module()
         g = self.geom
-        NBR = g.n_buckets
+        R = g.n_buckets
+        D = self.inflight
+        TB = _bits(D)
+        rlay = self.rec_layout()
+        SLOTS = g.n_queues * g.max_budget
 
-        # -- configuration check: the ring must hold every live key
-        f_max = Signal(TLN_BITS + 12)
+        cnt = {name: getattr(self, name) for name in COUNTERS}
+
+        def bump(name, cond):
+            with m.If(cond):
+                m.d.sync += cnt[name].eq(cnt[name] + 1)
+
+        # ---------------------------------------------------------------- configuration
         tln_max = Signal(TLN_BITS)
-        m.d.comb += [tln_max.eq(Mux(self.tln_r > self.tln_d, self.tln_r, self.tln_d)),
-                     f_max.eq(((tln_max * 4095) >> 16) >> self.bucket_bits)]
-        m.d.sync += self.cfg_error.eq(f_max + 2 > NBR)
+        nb = Signal(TLN_BITS)                      # the policy's NB
+        lazy = Signal(g.bb + 1)                    # L = R - NB: expired keys the ring holds below kc
+        m.d.comb += tln_max.eq(Mux(self.tln_r > self.tln_d, self.tln_r, self.tln_d))
+        m.d.comb += nb.eq((((tln_max * 4095) >> 16) >> self.bucket_bits) + 2)
+        m.d.sync += [self.cfg_error.eq((nb > R) | (self.budget > g.max_budget)),
+                     lazy.eq(Mux(nb > R, 0, R - nb))]
+        alpha_eff = Signal(S.ALPHA_BITS)
+        m.d.comb += alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha))
 
-        # -- on-chip per-queue state and the bucket ring
-        qlay, blay, llay = g.qstate_layout(), g.bucket_layout(), g.link_layout()
-        m.submodules.qmem = qmem = Memory(shape=qlay, depth=g.n_queues, init=[])
-        q_wr = qmem.write_port()
-        q_rd = qmem.read_port(transparent_for=(q_wr,))   # an event chained from EMIT reads the state just written
-        m.submodules.bmem = bmem = Memory(shape=blay, depth=g.n_queues * NBR, init=[])
-        b_wr = bmem.write_port()
-        b_rd = bmem.read_port(transparent_for=(b_wr,))   # a bucket read sees a same-cycle write
+        # ---------------------------------------------------------------- memories
+        m.submodules.step_mem = step_mem = Memory(shape=g.step_layout(), depth=g.n_queues, init=[])
+        st_rd = step_mem.read_port(domain="comb")
+        st_wr = step_mem.write_port()
+        m.submodules.list_mem = list_mem = Memory(shape=g.list_layout(), depth=g.n_queues, init=[])
+        ls_rd = list_mem.read_port(domain="comb")
+        ls_wr = list_mem.write_port()
+        m.submodules.bhead = bhead = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
+        m.submodules.btail = btail = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
+        bh_rd_b, bh_rd_f = bhead.read_port(domain="comb"), bhead.read_port(domain="comb")
+        bt_rd_b, bt_rd_f = btail.read_port(domain="comb"), btail.read_port(domain="comb")
+        bh_wr_a, bh_wr_b = bhead.write_port(), bhead.write_port()
+        bt_wr_a, bt_wr_b = btail.write_port(), btail.write_port()
+        m.submodules.s_prev = s_prev = Memory(shape=g.sptr, depth=SLOTS, init=[])
+        m.submodules.s_next = s_next = Memory(shape=g.sptr, depth=SLOTS, init=[])
+        m.submodules.s_key = s_key = Memory(shape=T.KEY_BITS, depth=SLOTS, init=[])
+        m.submodules.s_pos = s_pos = Memory(shape=g.pb, depth=SLOTS, init=[])
+        pv_rd_s = s_prev.read_port(domain="comb")
+        nx_rd_s, nx_rd_v = s_next.read_port(domain="comb"), s_next.read_port(domain="comb")
+        ky_rd_s = s_key.read_port(domain="comb")
+        ps_rd_s, ps_rd_v = s_pos.read_port(domain="comb"), s_pos.read_port(domain="comb")
+        pv_wr = [s_prev.write_port() for _ in range(3)]
+        nx_wr = [s_next.write_port() for _ in range(3)]
+        ky_wr, ps_wr = s_key.write_port(), s_pos.write_port()
         m.submodules.exp_rom = exp_rom = Memory(shape=S.SCORE_BITS + 1, depth=1 << S.EXP_INDEX_BITS,
                                                 init=S.EXP2_NEG_Q16)
         e_rd = exp_rom.read_port(domain="comb")
         m.submodules.log2_rom = log2_rom = Memory(shape=8, depth=256, init=P.LOG2_FRAC_Q8)
         l_rd = log2_rom.read_port(domain="comb")
 
-        # -- working registers
-        ev = Signal(g.event_layout())
-        q = Signal(g.qb)
-        qs = Signal(qlay)
-        s_eff = Signal(S.STEP_BITS)
-        kn = Signal(S.STEP_BITS)
-        meta_hi = Signal(16)
-        ema_old = Signal(S.SCORE_BITS)
-        t_old = Signal(S.STEP_BITS)
-        yi = Signal(AGE_BITS + S.MANT_BITS - S.Y_FRAC_BITS)
-        yf = Signal(S.Y_FRAC_BITS)
-        dec = Signal(S.SCORE_BITS)
-        ema_new = Signal(S.SCORE_BITS)
-        key = Signal(T.KEY_BITS)
-        lk = Signal(llay)                     # own link word as read
-        bk = Signal(g.bb)                     # bucket being worked on
-        bh = Signal(g.ptr)
-        bt = Signal(g.ptr)
-        nxt_v = Signal(g.ptr)
-        victim = Signal(g.ptr)
-        from_expired = Signal()
-        out = Signal(g.decision_layout())
-        vout = Signal(g.vresp_layout())
+        # in-flight buffer: one entry per tag, registers (a CAM at accept, random reads later)
+        f_valid = Signal(D)
+        f_latest = Signal(D)                       # youngest in-flight event of its (queue, position)
+        f_addr = [Signal(g.addr, name=f"f_addr{i}") for i in range(D)]
+        f_step = [Signal(S.STEP_BITS, name=f"f_step{i}") for i in range(D)]
+        f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
+        f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
+
+        def f_read(arr, tag):
+            out = Signal.like(arr[0])
+            with m.Switch(tag):
+                for i in range(D):
+                    with m.Case(i):
+                        m.d.comb += out.eq(arr[i])
+            return out
+
+        # response FIFO (metadata words that arrived before their event reached B0)
+        m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
+        rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
+        rsp_wp, rsp_rp = Signal(TB + 1), Signal(TB + 1)
+        # record FIFO between accept and B0
+        m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
+        rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port(domain="comb")
+        rec_wp, rec_rp = Signal(TB + 1), Signal(TB + 1)
+        n_inflight = Signal(TB + 1)                # accepted, not yet retired
+
+        # ---------------------------------------------------------------- clear after reset
         clear_q = Signal(g.qb)
-        meta_start = Signal()                 # main FSM -> metadata engine
-        meta_done = Signal(init=1)            # metadata written back
-        key_ready = Signal(init=1)            # the event's key is computed
+        clearing = Signal(init=1)
+        m.d.comb += self.busy.eq(clearing)
+        with m.If(clearing):
+            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(clear_q), st_wr.data.eq(0),
+                         ls_wr.en.eq(1), ls_wr.addr.eq(clear_q), ls_wr.data.eq(0)]
+            m.d.sync += clear_q.eq(clear_q + 1)
+            with m.If(clear_q == g.n_queues - 1):
+                m.d.sync += clearing.eq(0)
 
-        pos_ptr = Cat(ev.position, Const(1, 1))
-        NULL = Const(0, g.ptr)
-        pinned = Signal()
-        is_read = Signal()
-        m.d.comb += [pinned.eq(ev.position < self.pinned), is_read.eq(~ev.write), q_rd.addr.eq(q),
-                     q_wr.addr.eq(q), q_wr.data.eq(qs)]
+        # ---------------------------------------------------------------- accept (A)
+        ein, vin = self.event.payload, self.victim_req.payload
+        retire = Signal()
+        retire_tag = Signal(TB)
+        room = Signal()
+        m.d.comb += room.eq(~clearing & (n_inflight < D - 1))
+        take_v = Signal()
+        take_e = Signal()
+        ev_q = Signal(g.qb)
+        ev_bad = Signal()
+        m.d.comb += [ev_q.eq((ein.layer * g.n_kv_heads + ein.head)[:g.qb]),
+                     ev_bad.eq((ein.layer >= g.n_layers) | (ein.head >= g.n_kv_heads))]
+        ev_addr = Cat(ein.position, ev_q)
+        match = Signal(D)
+        m.d.comb += match.eq(Cat(*[f_valid[i] & f_latest[i] & (f_addr[i] == ev_addr) for i in range(D)]))
+        fwd_any, fwd_tag = lowest_set(m, match, D)            # at most one bit is set
+        need_read = Signal()
+        m.d.comb += need_read.eq(~ev_bad & ~fwd_any)
+        # a victim request goes first (they are rare and short; events may come back to back)
+        m.d.comb += [
+            take_v.eq(room & self.victim_req.valid),
+            take_e.eq(room & ~self.victim_req.valid & self.event.valid & (~need_read | self.meta_rd.ready)),
+            self.victim_req.ready.eq(take_v),
+            self.event.ready.eq(take_e),
+            self.meta_rd.valid.eq(room & ~self.victim_req.valid & self.event.valid & need_read),
+            self.meta_rd.payload.addr.eq(ev_addr),
+        ]
+        bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
-        def addr_of(ptr_pos):
-            return Cat(ptr_pos[:g.pb], q)
+        new = Signal(rlay)
+        new_tag = Signal(TB)
+        m.d.comb += new_tag.eq(rec_wp[:TB])
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e)]
 
-        # -- counters
-        cnt = {name: getattr(self, name) for name in COUNTERS}
+        # the step stage (per queue, read and written in the accept cycle)
+        m.d.comb += st_rd.addr.eq(ev_q)
+        st = data.View(g.step_layout(), st_rd.data)
+        s_in = ein.step
+        backwards = st.started & (s_in < st.cur_step)
+        s_use = Mux(backwards, st.cur_step, s_in)
+        new_step = st.started & (s_use != st.cur_step)
+        dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
+        reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
+        sat = (1 << g.step_reads) - 1
+        reads1 = Mux(ein.write | (reads0 == sat), reads0, reads0 + 1)
+        smp_sum = Signal(S.SCORE_BITS + 1)
+        m.d.comb += smp_sum.eq(ein.sample + self.read_credit)
+        one_new = Signal(D)
+        m.d.comb += one_new.eq(Const(1, D) << new_tag)
 
-        def bump(name, cond=None):
-            if cond is None:
-                m.d.sync += cnt[name].eq(cnt[name] + 1)
-            else:
-                with m.If(cond):
-                    m.d.sync += cnt[name].eq(cnt[name] + 1)
+        vq = Signal(g.qb)
+        vbad = Signal()
+        m.d.comb += [vq.eq((vin.layer * g.n_kv_heads + vin.head)[:g.qb]),
+                     vbad.eq((vin.layer >= g.n_layers) | (vin.head >= g.n_kv_heads))]
+        smp_ev = Mux(ein.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
+        t_fwd = Signal(S.STEP_BITS)
+        m.d.comb += t_fwd.eq(f_read(f_step, fwd_tag))
+        rec_v = pack(rlay, kind=Mux(vbad, K_VERR, K_VREQ), q=vq, layer=vin.layer, head=vin.head, tag=new_tag)
+        rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=ein.layer, head=ein.head,
+                     position=ein.position, write=ein.write, smp=smp_ev, step=s_use, dense=dense,
+                     fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag)
+        m.d.comb += new.eq(Mux(take_v, rec_v, rec_e))
+        bump("victim_requests", take_v)
+        bump("events", take_e)
+        bump("bad_events", take_e & ev_bad)
+        with m.If(take_e & ~ev_bad):
+            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(ev_q),
+                         st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use,
+                                            step_reads=reads1, dense=dense))]
+            bump("reads", ~ein.write)
+            bump("writes", ein.write)
+            bump("step_errors", backwards)
+            for i in range(D):
+                with m.If(new_tag == i):
+                    m.d.sync += [f_addr[i].eq(ev_addr), f_step[i].eq(s_use)]
+            # the new event becomes its entry's youngest; the matched one no longer is
+            m.d.sync += f_latest.eq((f_latest & ~match) | one_new)
+        # in-flight bits: set on accept of an event with a metadata word, cleared on retire
+        set_v = Signal(D)
+        clr_v = Signal(D)
+        m.d.comb += [set_v.eq(Mux(take_e & ~ev_bad, one_new, 0)),
+                     clr_v.eq(Mux(retire, Const(1, D) << retire_tag, 0))]
+        m.d.sync += f_valid.eq((f_valid & ~clr_v) | set_v)
+        with m.If(take_v | take_e):
+            m.d.sync += rec_wp.eq(rec_wp + 1)
+        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e) - retire)
 
-        waiting = Signal()
-        m.d.comb += waiting.eq((self.meta_req.valid & ~self.meta_req.ready)
-                               | (self.link_req.valid & ~self.link_req.ready)
-                               | (self.meta_resp.ready & ~self.meta_resp.valid)
-                               | (self.link_resp.ready & ~self.link_resp.valid))
-        bump("mem_wait_cycles", waiting)
+        # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
+        m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
+                     rsp_w.data.eq(self.meta_rd_data.payload), rsp_w.en.eq(self.meta_rd_data.valid)]
+        with m.If(self.meta_rd_data.valid):
+            m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
-        # -- lowest non-empty bucket at or after the key cursor (find-first-set, rotated)
-        kcm = qs.kc[:g.bb]
-        above = Signal(NBR)
-        m.d.comb += above.eq(qs.bitmap & Cat(*[Const(i, g.bb) >= kcm if i < NBR - 1 else Const(1, 1)
-                                             for i in range(NBR)]))
-        hi_any, hi_idx = lowest_set(m, above, NBR)
-        lo_any, lo_idx = lowest_set(m, qs.bitmap, NBR)
-        ffs_any = Signal()
-        ffs_off = Signal(g.bb + 1)
-        ffs_key = Signal(S.STEP_BITS + 1)
-        m.d.comb += [ffs_any.eq(lo_any),
-                     ffs_off.eq(Mux(hi_any, hi_idx - kcm, lo_idx + NBR - kcm)),
-                     ffs_key.eq(qs.kc + ffs_off)]
+        # ---------------------------------------------------------------- back end
+        # Stage registers r[0..4] move together (adv); r[4] is the list stage; r[5] is the
+        # output stage (adv6). What each register holds beside its record:
+        #   r[0]: y (decay exponent)          r[1]: e_val (exp2 factor)
+        #   r[2]: ema (new EMA)                r[3]: log2q8
+        #   r[4]: key                          r[5]: decision / answer / metadata word
+        NS = 5
+        adv = Signal()
+        adv6 = Signal()
+        splice = Signal()
+        v = Signal(NS)
+        r = [Signal(rlay, name=f"r{i}") for i in range(NS)]
+        v_out = Signal()
+        r_out = Signal(rlay)
+        m.d.comb += adv.eq(adv6 & ~splice)
 
-        # -- link port helpers
-        lreq = self.link_req.payload
-        lwd = data.View(llay, lreq.wdata)
+        # B0 load: the record FIFO's head, and its metadata word if it needs one
+        m.d.comb += [rec_r.addr.eq(rec_rp[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
+        head_rec = data.View(rlay, rec_r.data)
+        rec_avail = rec_wp != rec_rp
+        needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
+        rsp_avail = rsp_wp != rsp_rp
+        load = Signal()
+        m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail))
+        bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
+        with m.If(load):
+            m.d.sync += rec_rp.eq(rec_rp + 1)
+            with m.If(needs_rsp):
+                m.d.sync += rsp_rp.eq(rsp_rp + 1)
 
-        def link_write(node_ptr, mask, prev=None, nxt=None, key_=None, res=None):
-            m.d.comb += [self.link_req.valid.eq(1), lreq.addr.eq(addr_of(node_ptr)), lreq.write.eq(1),
-                         lreq.wmask.eq(mask)]
-            if prev is not None:
-                m.d.comb += lwd.prev.eq(prev)
-            if nxt is not None:
-                m.d.comb += lwd.next.eq(nxt)
-            if key_ is not None:
-                m.d.comb += lwd.key.eq(key_)
-            if res is not None:
-                m.d.comb += lwd.resident.eq(res)
-
-        def link_read(node_ptr):
-            m.d.comb += [self.link_req.valid.eq(1), lreq.addr.eq(addr_of(node_ptr)), lreq.write.eq(0)]
-
-        lresp = data.View(llay, self.link_resp.payload)
-
-        # -- arithmetic (combinational, registered state by state)
+        mw = data.View(META_LAYOUT, rsp_r.data)
+        t0 = Signal(S.STEP_BITS)
+        m.d.comb += t0.eq(Mux(head_rec.fwd, head_rec.t_fwd, mw.t_last))
         age_raw = Signal(S.STEP_BITS)
         age = Signal(AGE_BITS)
-        y = Signal(AGE_BITS + S.MANT_BITS)
+        m.d.comb += [age_raw.eq(head_rec.step - t0), age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw))]
+
+        y0 = Signal(AGE_BITS + S.MANT_BITS)
+        ema_m = [Signal(S.SCORE_BITS, name=f"ema_m{i}") for i in range(2)]     # memory's EMA with r0, r1
+        slot_m = [Signal(g.sb, name=f"slot_m{i}") for i in range(NS)]          # memory's slot with r0..r4
         e_val = Signal(S.SCORE_BITS + 1)
-        smp = Signal(S.SCORE_BITS)
-        smp_sum = Signal(S.SCORE_BITS + 1)
-        alpha_eff = Signal(S.ALPHA_BITS)
+        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(3)]     # new EMA with r2..r4
+        log2q8 = Signal(12)
+        key = Signal(T.KEY_BITS)
+        with m.If(adv):
+            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec),
+                         y0.eq((age * self.rate_mant) >> self.rate_shift),
+                         ema_m[0].eq(mw.ema), ema_m[1].eq(ema_m[0]), slot_m[0].eq(mw.slot)]
+            for i in range(1, NS):
+                m.d.sync += [r[i].eq(r[i - 1]), slot_m[i].eq(slot_m[i - 1])]
+
+        # r0 -> r1: exp2 ROM
+        yi = y0 >> S.Y_FRAC_BITS
+        m.d.comb += e_rd.addr.eq(y0[:S.Y_FRAC_BITS])
+        with m.If(adv):
+            m.d.sync += e_val.eq(Mux(yi >= S.EXP_SHIFT_LIMIT, 0, e_rd.data >> yi[:5]))
+
+        # r1 -> r2: the EMA update, on the forwarded EMA when an older event of the entry is in
+        # flight (it wrote the buffer when it left this stage, one cycle or more ago)
+        x1 = r[1]
+        src_ema = Signal(S.SCORE_BITS)
+        m.d.comb += src_ema.eq(Mux(x1.fwd, f_read(f_ema, x1.fwd_tag), ema_m[1]))
+        dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         ema_step = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
+        ema_new = Signal(S.SCORE_BITS)
+        m.d.comb += [dec.eq((src_ema * e_val + 0x8000) >> 16),
+                     ema_diff.eq(x1.smp - dec),
+                     ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
+                     ema_new.eq(dec + ema_step)]
+        with m.If(adv & v[1] & (x1.kind == K_EVENT)):
+            for i in range(D):
+                with m.If(x1.tag == i):
+                    m.d.sync += f_ema[i].eq(ema_new)
+        with m.If(adv):
+            m.d.sync += [ema_n[0].eq(ema_new), ema_n[1].eq(ema_n[0]), ema_n[2].eq(ema_n[1])]
+
+        # r2 -> r3: log2 of the new EMA
         msb = Signal(4)
         mant8 = Signal(8)
-        log2q8 = Signal(12)
-        tln = Signal(TLN_BITS)
-        f_val = Signal(F_BITS)
-        m.d.comb += [
-            age_raw.eq(s_eff - t_old),
-            age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw)),
-            y.eq((age * self.rate_mant) >> self.rate_shift),
-            e_rd.addr.eq(yf),
-            e_val.eq(Mux(yi >= S.EXP_SHIFT_LIMIT, 0, e_rd.data >> yi[:5])),
-            smp_sum.eq(ev.sample + self.read_credit),
-            smp.eq(Mux(ev.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))),
-            alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha)),
-            ema_diff.eq(smp - dec),
-            ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
-            l_rd.addr.eq(mant8),
-            log2q8.eq(Cat(l_rd.data, msb)),
-            tln.eq(Mux(qs.dense, self.tln_d, self.tln_r)),
-            f_val.eq(Mux(ema_new == 0, 0, (log2q8 * tln) >> 16)),
-        ]
         for b in range(S.SCORE_BITS):
-            with m.If(ema_new[b]):
-                m.d.comb += [msb.eq(b), mant8.eq((ema_new << 8) >> b)]
+            with m.If(ema_n[0][b]):
+                m.d.comb += [msb.eq(b), mant8.eq((ema_n[0] << 8) >> b)]
+        m.d.comb += l_rd.addr.eq(mant8)
+        with m.If(adv):
+            m.d.sync += log2q8.eq(Mux(ema_n[0] == 0, 0, Cat(l_rd.data, msb)))
 
-        # -- queue index of an input
-        def queue_of(layer, head):
-            return (layer * g.n_kv_heads + head)[:g.qb]
+        # r3 -> r4: retention and key
+        tln = Mux(r[3].dense, self.tln_d, self.tln_r)
+        f_val = Signal(F_BITS)
+        m.d.comb += f_val.eq((log2q8 * tln) >> 16)
+        with m.If(adv):
+            m.d.sync += key.eq((r[3].step + f_val) >> self.bucket_bits)
 
-        ein = self.event.payload
-        vin = self.victim_req.payload
+        # ------------------------------------------------------------ r4: the list stage
+        x = r[4]
+        is_ev = v[4] & (x.kind == K_EVENT)
+        m.d.comb += ls_rd.addr.eq(x.q)
+        lq = data.View(g.list_layout(), ls_rd.data)
+        started = lq.started
+        kc = Signal(S.STEP_BITS)
+        m.d.comb += kc.eq(lq.kc)
+        kn = Signal(S.STEP_BITS)
+        m.d.comb += kn.eq(x.step >> self.bucket_bits)
+        bitmap = Signal(R)
+        m.d.comb += bitmap.eq(Mux(started, lq.bitmap, 0))
+        ehead = Signal(g.sptr)
+        etail = Signal(g.sptr)
+        nres = Signal(g.nres)
+        m.d.comb += [ehead.eq(Mux(started, lq.ehead, 0)), etail.eq(Mux(started, lq.etail, 0)),
+                     nres.eq(Mux(started, lq.nres, 0))]
 
-        m.d.comb += [self.decision.payload.eq(out), self.victim_resp.payload.eq(vout)]
+        # lowest non-empty ring bucket, counted from the ring's base kc - L
+        base_idx = Signal(g.bb)
+        m.d.comb += base_idx.eq((kc - lazy)[:g.bb])
+        above = Signal(R)
+        m.d.comb += above.eq(bitmap & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
+                                            for i in range(R)]))
+        hi_any, hi_idx = lowest_set(m, above, R)
+        lo_any, lo_idx = lowest_set(m, bitmap, R)
+        ffs_any = lo_any
+        ffs_b = Signal(g.bb)
+        ffs_off = Signal(g.bb + 1)
+        m.d.comb += [ffs_b.eq(Mux(hi_any, hi_idx, lo_idx)),
+                     ffs_off.eq(Mux(hi_any, hi_idx - base_idx, lo_idx + R - base_idx))]
+        m.d.comb += [bh_rd_f.addr.eq(Cat(ffs_b, x.q)), bt_rd_f.addr.eq(Cat(ffs_b, x.q))]
+        f_head, f_tail = bh_rd_f.data, bt_rd_f.data
 
-        def accept_event():
-            """Take the offered event: latch it, start its queue-state and metadata reads."""
-            m.d.comb += self.event.ready.eq(1)
-            m.d.sync += [ev.eq(ein), q.eq(queue_of(ein.layer, ein.head)), out.eq(0),
-                         out.layer.eq(ein.layer), out.head.eq(ein.head), out.position.eq(ein.position)]
-            bump("events")
-            with m.If((ein.layer >= g.n_layers) | (ein.head >= g.n_kv_heads)):
-                m.d.sync += out.error.eq(1)
-                bump("bad_events")
-                m.next = "EMIT"
-            with m.Else():
-                bump("reads", ~ein.write)
-                bump("writes", ein.write)
-                m.d.comb += [meta_start.eq(1), q_rd.addr.eq(queue_of(ein.layer, ein.head))]
-                m.next = "EV_LOAD"
+        # splice needed: the cursor advances and the lowest bucket falls below kn - L
+        adv_gap = Signal(S.STEP_BITS + 1)
+        m.d.comb += adv_gap.eq(kn - kc)
+        m.d.comb += splice.eq(is_ev & started & (kn > kc) & ffs_any & (ffs_off < adv_gap))
+        bump("splices", splice & adv6)
 
-        def goto_insert():
-            """Leave for the insert; when the key is known, start its bucket read now."""
-            with m.If(key_ready & ~pinned):
-                m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
-                m.d.sync += bk.eq(key[:g.bb])
-                m.next = "INS_W"
-            with m.Else():
-                m.next = "INSERT"
+        NULL = Const(0, g.sptr)
 
-        with m.FSM(init="CLEAR"):
-            with m.State("CLEAR"):            # zero every queue's state after reset
-                m.d.comb += [self.busy.eq(1), q_wr.en.eq(1), q_wr.addr.eq(clear_q), q_wr.data.eq(0)]
-                m.d.sync += clear_q.eq(clear_q + 1)
-                with m.If(clear_q == g.n_queues - 1):
-                    m.next = "IDLE"
+        def sp(slot):               # a valid slot pointer
+            return Cat(slot, Const(1, 1))
 
-            with m.State("IDLE"):
-                # a victim request goes first: it is short, and events arriving back to back are
-                # chained from EMIT, so preferring events here could starve requests
-                with m.If(self.victim_req.valid):
-                    m.d.comb += self.victim_req.ready.eq(1)
-                    m.d.sync += [q.eq(queue_of(vin.layer, vin.head)), vout.eq(0),
-                                 vout.layer.eq(vin.layer), vout.head.eq(vin.head)]
-                    bump("victim_requests")
-                    with m.If((vin.layer >= g.n_layers) | (vin.head >= g.n_kv_heads)):
-                        m.d.sync += vout.error.eq(1)
-                        bump("victim_none")
-                        m.next = "VEMIT"
-                    with m.Else():
-                        m.d.comb += q_rd.addr.eq(queue_of(vin.layer, vin.head))
-                        m.next = "V_LOAD"
-                with m.Elif(self.event.valid):
-                    accept_event()
+        def vld(ptr):
+            return ptr[g.sb]
 
-            # ---------------- victim request
-            with m.State("V_LOAD"):
-                m.d.sync += qs.eq(q_rd.data)
-                m.next = "V_DECIDE"
-            with m.State("V_DECIDE"):
-                m.d.comb += b_rd.addr.eq(Cat(ffs_key[:g.bb], q))
-                with m.If((self.decode_lock >> q)[0]):
-                    m.d.sync += vout.locked.eq(1)
-                    bump("victim_none")
-                    bump("victim_locked")
-                    m.next = "VEMIT"
-                with m.Elif(qs.started & qs.ehead[g.pb]):
-                    m.d.sync += [vout.valid.eq(1), vout.victim.eq(qs.ehead[:g.pb])]
-                    m.next = "VEMIT"
-                with m.Elif(qs.started & ffs_any):
-                    m.next = "V_BUCKET"
+        def idx(ptr):
+            return ptr[:g.sb]
+
+        def saddr(slot):
+            return Cat(slot, x.q)
+
+        # -- residency
+        slot_src = Signal(g.sb)
+        m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[4]))
+        m.d.comb += ps_rd_s.addr.eq(saddr(slot_src))
+        resident = Signal()
+        m.d.comb += resident.eq(started & (slot_src < nres) & (ps_rd_s.data == x.position))
+        pinned = Signal()
+        m.d.comb += pinned.eq(x.position < self.pinned)
+
+        # -- own node (a hit): neighbours and key
+        m.d.comb += [pv_rd_s.addr.eq(saddr(slot_src)), nx_rd_s.addr.eq(saddr(slot_src)),
+                     ky_rd_s.addr.eq(saddr(slot_src))]
+        na, nbx, okey = pv_rd_s.data, nx_rd_s.data, ky_rd_s.data
+        # on the expired list iff spliced: key below the base after this event's cursor move
+        # (buckets spliced in the cycles just before this one count)
+        kc_new = Signal(S.STEP_BITS)
+        m.d.comb += kc_new.eq(Mux(started & (kc > kn), kc, kn))
+        in_expired = Signal()
+        m.d.comb += in_expired.eq((okey + lazy) < kc_new)
+        a_bucket = okey[:g.bb]
+
+        # -- victim (a miss with a full queue)
+        free = Signal()
+        m.d.comb += free.eq(nres < self.budget)
+        from_exp = Signal()
+        m.d.comb += from_exp.eq(vld(ehead))
+        vic = Signal(g.sb)
+        vic_any = Signal()
+        m.d.comb += [vic.eq(Mux(from_exp, idx(ehead), f_head)), vic_any.eq(from_exp | ffs_any)]
+        m.d.comb += [nx_rd_v.addr.eq(saddr(vic)), ps_rd_v.addr.eq(saddr(vic))]
+        nv = nx_rd_v.data
+        vic_pos = ps_rd_v.data
+
+        hit = Signal()
+        do_free = Signal()
+        do_evict = Signal()
+        no_victim = Signal()
+        m.d.comb += [hit.eq(resident), do_free.eq(~resident & free),
+                     do_evict.eq(~resident & ~free & vic_any), no_victim.eq(~resident & ~free & ~vic_any)]
+        s_ins = Signal(g.sb)
+        m.d.comb += s_ins.eq(Mux(hit, slot_src, Mux(do_free, nres[:g.sb], vic)))
+        unlink = Signal()
+        m.d.comb += unlink.eq(hit & ~pinned)
+        insert = Signal()
+        m.d.comb += insert.eq(~no_victim & ~pinned)
+
+        # state after unlink / pop, before the insert
+        bm1 = Signal(R)
+        eh1, et1 = Signal(g.sptr), Signal(g.sptr)
+        # bucket A (the hit's own bucket, when in the ring) after the unlink
+        a_in_ring = Signal()
+        m.d.comb += a_in_ring.eq(unlink & ~in_expired)
+        a_empty = Signal()
+        m.d.comb += a_empty.eq(~vld(na) & ~vld(nbx))
+        # bucket F (the victim's, when from the ring) after the pop
+        f_pop = Signal()
+        m.d.comb += f_pop.eq(do_evict & ~from_exp)
+        m.d.comb += [bm1.eq(bitmap), eh1.eq(ehead), et1.eq(etail)]
+        with m.If(a_in_ring & a_empty):
+            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << a_bucket))
+        with m.If(unlink & in_expired):
+            with m.If(~vld(na)):
+                m.d.comb += eh1.eq(nbx)
+            with m.If(~vld(nbx)):
+                m.d.comb += et1.eq(na)
+        with m.If(f_pop & ~vld(nv)):
+            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << ffs_b))
+        with m.If(do_evict & from_exp):
+            m.d.comb += eh1.eq(nv)
+            with m.If(~vld(nv)):
+                m.d.comb += et1.eq(NULL)
+
+        # bucket B (the insert's) as it stands after the unlink / pop
+        bkt = Signal(g.bb)
+        m.d.comb += bkt.eq(key[:g.bb])
+        m.d.comb += [bh_rd_b.addr.eq(Cat(bkt, x.q)), bt_rd_b.addr.eq(Cat(bkt, x.q))]
+        b_ne = Signal()
+        b_head, b_tail = Signal(g.sptr), Signal(g.sptr)
+        m.d.comb += [b_ne.eq((bm1 >> bkt)[0]), b_head.eq(sp(bh_rd_b.data)), b_tail.eq(sp(bt_rd_b.data))]
+        with m.If(a_in_ring & (a_bucket == bkt)):
+            with m.If(~vld(na)):
+                m.d.comb += b_head.eq(nbx)
+            with m.If(~vld(nbx)):
+                m.d.comb += b_tail.eq(na)
+        with m.If(f_pop & (ffs_b == bkt)):
+            m.d.comb += b_head.eq(nv)
+        push = Signal()
+        m.d.comb += push.eq(x.dense)
+        # final (head, tail) of B and the neighbour pointer the insert writes
+        nb_head, nb_tail = Signal(g.sptr), Signal(g.sptr)
+        with m.If(~b_ne):
+            m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(sp(s_ins))]
+        with m.Elif(push):
+            m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(b_tail)]
+        with m.Else():
+            m.d.comb += [nb_head.eq(b_head), nb_tail.eq(sp(s_ins))]
+
+        # -- writes of the list stage (event)
+        commit = Signal()               # the list stage completes an event this cycle
+        m.d.comb += commit.eq(adv & is_ev)
+        lnew = Signal(g.list_layout())
+        m.d.comb += lnew.eq(pack(g.list_layout(), started=Const(1, 1), kc=kc_new,
+                                 ehead=Mux(no_victim, ehead, eh1), etail=Mux(no_victim, etail, et1),
+                                 nres=nres + do_free,
+                                 bitmap=Mux(no_victim, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1))))
+        with m.If(commit):
+            m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(lnew)]
+            with m.If(~no_victim):
+                m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
+                             ky_wr.en.eq(1), ky_wr.addr.eq(saddr(s_ins)), ky_wr.data.eq(key)]
+            # unlink: the neighbours' pointers (unless the insert writes the same word)
+            with m.If(unlink & vld(na) & ~(insert & ~push & b_ne & (b_tail == na))):
+                m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(na))), nx_wr[0].data.eq(nbx)]
+            with m.If(unlink & vld(nbx) & ~(insert & push & b_ne & (b_head == nbx))):
+                m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nbx))), pv_wr[0].data.eq(na)]
+            # pop: the new head's prev (unless the insert pushes in front of it)
+            with m.If(do_evict & vld(nv) & ~(insert & push & b_ne & (b_head == nv))):
+                m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nv))), pv_wr[0].data.eq(NULL)]
+            # unlink from a ring bucket other than B: its head / tail
+            with m.If(a_in_ring & ~(insert & (a_bucket == bkt))):
+                with m.If(~vld(na)):
+                    m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(a_bucket, x.q)), bh_wr_a.data.eq(idx(nbx))]
+                with m.If(~vld(nbx)):
+                    m.d.comb += [bt_wr_a.en.eq(1), bt_wr_a.addr.eq(Cat(a_bucket, x.q)), bt_wr_a.data.eq(idx(na))]
+            # pop from a ring bucket other than B: its head
+            with m.If(f_pop & ~(insert & (ffs_b == bkt))):
+                m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(ffs_b, x.q)), bh_wr_a.data.eq(idx(nv))]
+            # insert into B
+            with m.If(insert):
+                m.d.comb += [bh_wr_b.en.eq(1), bh_wr_b.addr.eq(Cat(bkt, x.q)), bh_wr_b.data.eq(idx(nb_head)),
+                             bt_wr_b.en.eq(1), bt_wr_b.addr.eq(Cat(bkt, x.q)), bt_wr_b.data.eq(idx(nb_tail)),
+                             pv_wr[2].en.eq(1), pv_wr[2].addr.eq(saddr(s_ins)),
+                             nx_wr[2].en.eq(1), nx_wr[2].addr.eq(saddr(s_ins))]
+                with m.If(~b_ne):
+                    m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(NULL)]
+                with m.Elif(push):
+                    m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(b_head),
+                                 pv_wr[1].en.eq(1), pv_wr[1].addr.eq(saddr(idx(b_head))),
+                                 pv_wr[1].data.eq(sp(s_ins))]
                 with m.Else():
-                    bump("victim_none")
-                    m.next = "VEMIT"
-            with m.State("V_BUCKET"):
-                bw = data.View(blay, b_rd.data)
-                m.d.sync += [vout.valid.eq(1), vout.victim.eq(bw.head[:g.pb])]
-                m.next = "VEMIT"
-            with m.State("VEMIT"):
-                m.d.comb += self.victim_resp.valid.eq(1)
-                with m.If(self.victim_resp.ready):
-                    m.next = "IDLE"
+                    m.d.comb += [pv_wr[2].data.eq(b_tail), nx_wr[2].data.eq(NULL),
+                                 nx_wr[1].en.eq(1), nx_wr[1].addr.eq(saddr(idx(b_tail))),
+                                 nx_wr[1].data.eq(sp(s_ins))]
+            bump("read_hits", hit & ~x.write)
+            bump("evictions", do_evict)
+            bump("no_victim", no_victim)
 
-            # ---------------- event: queue state and step boundary
-            with m.State("EV_LOAD"):
-                rd = data.View(qlay, q_rd.data)
-                s_in = ev.step
-                start_new = ~rd.started
-                backwards = rd.started & (s_in < rd.cur_step)
-                s_use = Mux(backwards, rd.cur_step, s_in)
-                new_step = rd.started & (s_use != rd.cur_step)
-                reads0 = Mux(new_step | start_new, 0, rd.step_reads)
-                sat = (1 << g.step_reads) - 1
-                reads1 = Mux(ev.write | (reads0 == sat), reads0, reads0 + 1)
-                bump("step_errors", backwards)
-                m.d.sync += [
-                    s_eff.eq(s_use),
-                    kn.eq(s_use >> self.bucket_bits),
-                    qs.eq(rd),
-                    qs.started.eq(1),
-                    qs.cur_step.eq(s_use),
-                    qs.step_reads.eq(reads1),
-                ]
-                with m.If(start_new):
-                    m.d.sync += [qs.dense.eq(0), qs.kc.eq(s_in >> self.bucket_bits), qs.ehead.eq(NULL),
-                                 qs.etail.eq(NULL), qs.nres.eq(0), qs.bitmap.eq(0)]
-                with m.Elif(new_step):
-                    m.d.sync += qs.dense.eq((self.tln_d != 0) & (rd.step_reads > self.budget))
-                with m.If(start_new | ((s_use >> self.bucket_bits) <= rd.kc)):
-                    # the key cursor stays: nothing to splice, so the own link word can be read now
-                    link_read(pos_ptr)
-                    with m.If(self.link_req.ready):
-                        m.next = "LINK_WAIT"
-                    with m.Else():
-                        m.next = "LINK_RD"
-                with m.Else():
-                    m.next = "SPLICE_FIND"
+        # -- the splice micro-operation: bucket F onto the expired list's tail
+        with m.If(splice & adv6):
+            sl = Signal(g.list_layout())
+            m.d.comb += sl.eq(pack(g.list_layout(), started=lq.started, kc=lq.kc,
+                                   ehead=Mux(vld(etail), lq.ehead, sp(f_head)), etail=sp(f_tail),
+                                   nres=lq.nres, bitmap=lq.bitmap & ~(Const(1, R) << ffs_b)))
+            with m.If(vld(etail)):
+                m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(etail))), nx_wr[0].data.eq(sp(f_head)),
+                             pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(f_head)), pv_wr[0].data.eq(etail)]
+            m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(sl)]
 
-            # splice the non-empty buckets with key < kn onto the expired list, in key order
-            with m.State("SPLICE_FIND"):
-                m.d.comb += b_rd.addr.eq(Cat(ffs_key[:g.bb], q))
-                with m.If((kn > qs.kc) & ffs_any & (ffs_key < kn)):
-                    m.d.sync += [bk.eq(ffs_key[:g.bb]), qs.kc.eq(ffs_key + 1)]
-                    m.next = "SPLICE_RD"
-                with m.Else():
-                    with m.If(kn > qs.kc):
-                        m.d.sync += qs.kc.eq(kn)
-                    link_read(pos_ptr)        # the own link word: issued here, or retried in LINK_RD
-                    with m.If(self.link_req.ready):
-                        m.next = "LINK_WAIT"
-                    with m.Else():
-                        m.next = "LINK_RD"
-            with m.State("SPLICE_RD"):
-                bw = data.View(blay, b_rd.data)
-                m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail), qs.bitmap.bit_select(bk, 1).eq(0)]
-                with m.If(qs.etail[g.pb]):
-                    m.next = "SPLICE_W1"
-                with m.Else():
-                    m.d.sync += [qs.ehead.eq(bw.head), qs.etail.eq(bw.tail)]
-                    m.next = "SPLICE_FIND"
-            with m.State("SPLICE_W1"):
-                link_write(qs.etail, WM_NEXT, nxt=bh)
-                with m.If(self.link_req.ready):
-                    m.next = "SPLICE_W2"
-            with m.State("SPLICE_W2"):
-                link_write(bh, WM_PREV, prev=qs.etail)
-                with m.If(self.link_req.ready):
-                    m.d.sync += qs.etail.eq(bt)
-                    m.next = "SPLICE_FIND"
+        # -- the slot the position holds after the event, for younger events of the same entry
+        slot_after = Signal(g.sb)
+        m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))
+        with m.If(commit):
+            for i in range(D):
+                with m.If(x.tag == i):
+                    m.d.sync += f_slot[i].eq(slot_after)
 
-            # ---------------- residency
-            with m.State("LINK_RD"):
-                link_read(pos_ptr)
-                with m.If(self.link_req.ready):
-                    m.next = "LINK_WAIT"
-            with m.State("LINK_WAIT"):          # decide on the own link word as it arrives
-                m.d.comb += [self.link_resp.ready.eq(1),
-                             b_rd.addr.eq(Cat(Mux(lresp.resident, lresp.key[:g.bb], ffs_key[:g.bb]), q))]
-                with m.If(self.link_resp.valid):
-                    m.d.sync += lk.eq(self.link_resp.payload)
-                with m.If(~self.link_resp.valid):
-                    pass
-                with m.Elif(lresp.resident):
-                    m.d.sync += [out.hit.eq(1), bk.eq(lresp.key[:g.bb])]
-                    bump("read_hits", is_read)
-                    with m.If(pinned):
-                        m.next = "INSERT"
-                    with m.Else():
-                        m.next = "UNLINK_BRD"     # the bucket read is under way
-                with m.Elif(qs.nres < self.budget):
-                    m.d.sync += [qs.nres.eq(qs.nres + 1), out.inserted.eq(1)]
-                    goto_insert()
-                with m.Elif(qs.ehead[g.pb]):
-                    m.d.sync += [victim.eq(qs.ehead), from_expired.eq(1)]
-                    link_read(qs.ehead)       # the victim's link word: issued here, or retried in VIC_RD
-                    with m.If(self.link_req.ready):
-                        m.next = "VIC_WAIT"
-                    with m.Else():
-                        m.next = "VIC_RD"
-                with m.Elif(ffs_any):
-                    m.d.sync += [bk.eq(ffs_key[:g.bb]), from_expired.eq(0)]
-                    m.next = "VIC_BRD"        # the bucket read is under way
-                with m.Else():
-                    m.d.sync += out.no_victim.eq(1)
-                    bump("no_victim")
-                    m.next = "EMIT"
+        # -- victim request answer
+        locked = (self.decode_lock >> x.q)[0]
 
-            # unlink a resident entry from the expired list or its bucket
-            lk_expired = lk.key < qs.kc
-            with m.State("UNLINK_BRD"):
-                bw = data.View(blay, b_rd.data)
-                m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail)]
-                m.next = "UNLINK_A"
-            with m.State("UNLINK_A"):
-                with m.If(lk.prev[g.pb]):
-                    link_write(lk.prev, WM_NEXT, nxt=lk.next)
-                    with m.If(self.link_req.ready):
-                        m.next = "UNLINK_B"
-                with m.Else():
-                    with m.If(lk_expired):
-                        m.d.sync += qs.ehead.eq(lk.next)
-                    with m.Else():
-                        m.d.sync += bh.eq(lk.next)
-                    m.next = "UNLINK_B"
-            with m.State("UNLINK_B"):          # successor's prev, and the list's (head, tail)
-                with m.If(lk.next[g.pb]):
-                    link_write(lk.next, WM_PREV, prev=lk.prev)
-                with m.If(~lk.next[g.pb] | self.link_req.ready):
-                    with m.If(lk_expired):
-                        with m.If(~lk.next[g.pb]):
-                            m.d.sync += qs.etail.eq(lk.prev)
-                    with m.Else():
-                        m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)),
-                                     b_wr.data.eq(Cat(bh, Mux(lk.next[g.pb], bt, lk.prev)))]
-                        with m.If(~bh[g.pb]):
-                            m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
-                    goto_insert()
-
-            # evict: pop the head of the expired list or of bucket bk
-            with m.State("VIC_BRD"):
-                bw = data.View(blay, b_rd.data)
-                m.d.sync += [bh.eq(bw.head), bt.eq(bw.tail), victim.eq(bw.head)]
-                link_read(bw.head)            # the victim's link word: issued here, or retried in VIC_RD
-                with m.If(self.link_req.ready):
-                    m.next = "VIC_WAIT"
-                with m.Else():
-                    m.next = "VIC_RD"
-            with m.State("VIC_RD"):
-                link_read(victim)
-                with m.If(self.link_req.ready):
-                    m.next = "VIC_WAIT"
-            with m.State("VIC_WAIT"):
-                m.d.comb += self.link_resp.ready.eq(1)
-                with m.If(self.link_resp.valid):
-                    m.d.sync += nxt_v.eq(lresp.next)
-                    m.next = "VIC_POP"
-            with m.State("VIC_POP"):            # the successor becomes the list's head
-                with m.If(nxt_v[g.pb]):
-                    link_write(nxt_v, WM_PREV, prev=NULL)
-                with m.If(~nxt_v[g.pb] | self.link_req.ready):
-                    with m.If(from_expired):
-                        m.d.sync += qs.ehead.eq(nxt_v)
-                        with m.If(~nxt_v[g.pb]):
-                            m.d.sync += qs.etail.eq(NULL)
-                    with m.Else():
-                        new_tail = Mux(nxt_v[g.pb], bt, NULL)
-                        m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q)), b_wr.data.eq(Cat(nxt_v, new_tail))]
-                        with m.If(~nxt_v[g.pb]):
-                            m.d.sync += qs.bitmap.bit_select(bk, 1).eq(0)
-                    m.next = "VIC_CLR"
-            with m.State("VIC_CLR"):
-                link_write(victim, WM_RES, res=0)
-                with m.If(self.link_req.ready):
-                    m.d.sync += [out.victim_valid.eq(1), out.victim.eq(victim[:g.pb]), out.inserted.eq(1)]
-                    bump("evictions")
-                    goto_insert()
-
-            # insert (or re-insert) p: pinned entries are resident but in no list
-            with m.State("INSERT"):
-                m.d.comb += b_rd.addr.eq(Cat(key[:g.bb], q))
-                m.d.sync += bk.eq(key[:g.bb])
-                with m.If(~key_ready):
-                    pass                      # the key is not computed yet
-                with m.Elif(pinned):
-                    link_write(pos_ptr, WM_ALL, prev=NULL, nxt=NULL, key_=key, res=1)
-                    with m.If(self.link_req.ready):
-                        m.next = "EMIT"
-                with m.Else():
-                    m.next = "INS_W"
-            with m.State("INS_W"):               # the bucket read started in the state before
-                bw = data.View(blay, b_rd.data)
-                occupied = (qs.bitmap >> bk)[0]
-                head_now = Mux(occupied, bw.head, NULL)
-                tail_now = Mux(occupied, bw.tail, NULL)
-                m.d.comb += b_rd.addr.eq(Cat(bk, q))         # held while the link port stalls
-                m.d.sync += [bh.eq(head_now), bt.eq(tail_now)]
-                with m.If(qs.dense):
-                    link_write(pos_ptr, WM_ALL, prev=NULL, nxt=head_now, key_=key, res=1)
-                with m.Else():
-                    link_write(pos_ptr, WM_ALL, prev=tail_now, nxt=NULL, key_=key, res=1)
-                with m.If(self.link_req.ready):
-                    m.next = "INS_N"
-            with m.State("INS_N"):
-                neighbour = Mux(qs.dense, bh, bt)
-                with m.If(neighbour[g.pb]):
-                    with m.If(qs.dense):
-                        link_write(bh, WM_PREV, prev=pos_ptr)
-                    with m.Else():
-                        link_write(bt, WM_NEXT, nxt=pos_ptr)
-                with m.If(~neighbour[g.pb] | self.link_req.ready):
-                    with m.If(qs.dense):
-                        m.d.comb += b_wr.data.eq(Cat(pos_ptr, Mux(bh[g.pb], bt, pos_ptr)))
-                    with m.Else():
-                        m.d.comb += b_wr.data.eq(Cat(Mux(bt[g.pb], bh, pos_ptr), pos_ptr))
-                    m.d.comb += [b_wr.en.eq(1), b_wr.addr.eq(Cat(bk, q))]
-                    m.d.sync += qs.bitmap.bit_select(bk, 1).eq(1)
-                    m.next = "EMIT"
-
-            with m.State("EMIT"):
-                m.d.comb += self.decision.valid.eq(meta_done)
-                with m.If(self.decision.ready & meta_done):
-                    m.d.comb += q_wr.en.eq(~out.error)
-                    with m.If(self.event.valid & ~self.victim_req.valid):
-                        accept_event()        # back to back: the state read sees this write
-                    with m.Else():
-                        m.next = "IDLE"
-        with m.FSM(init="M_IDLE", name="meta_fsm"):
-            with m.State("M_IDLE"):
-                with m.If(meta_start):        # the event is being accepted: issue its read now
-                    m.d.sync += [meta_done.eq(0), key_ready.eq(0)]
-                    m.d.comb += [self.meta_req.valid.eq(1),
-                                 self.meta_req.payload.addr.eq(Cat(ein.position, queue_of(ein.layer, ein.head))),
-                                 self.meta_req.payload.write.eq(0)]
-                    with m.If(self.meta_req.ready):
-                        m.next = "M_WAIT"
-                    with m.Else():
-                        m.next = "M_RD"
-            # metadata engine: read, decay, EMA, key, write back; runs beside the list work
-            with m.State("M_RD"):
-                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
-                             self.meta_req.payload.write.eq(0)]
-                with m.If(self.meta_req.ready):
-                    m.next = "M_WAIT"
-            with m.State("M_WAIT"):
-                m.d.comb += self.meta_resp.ready.eq(1)
-                mw = data.View(META_LAYOUT, self.meta_resp.payload)
-                with m.If(self.meta_resp.valid):
-                    m.d.sync += [ema_old.eq(mw.ema), t_old.eq(mw.t_last), meta_hi.eq(mw.reserved)]
-                    m.next = "M_DECAY1"
-            with m.State("M_DECAY1"):
-                m.d.sync += [yi.eq(y >> S.Y_FRAC_BITS), yf.eq(y[:S.Y_FRAC_BITS])]
-                m.next = "M_DECAY2"
-            with m.State("M_DECAY2"):
-                m.d.sync += dec.eq((ema_old * e_val + 0x8000) >> 16)
-                m.next = "M_EMA"
-            with m.State("M_EMA"):
-                m.d.sync += ema_new.eq(dec + ema_step)
-                m.next = "M_KEY"
-            with m.State("M_KEY"):
-                m.d.sync += [key.eq((s_eff + f_val) >> self.bucket_bits), key_ready.eq(1)]
-                m.next = "M_WR"
-            with m.State("M_WR"):
-                mwd = data.View(META_LAYOUT, self.meta_req.payload.wdata)
-                m.d.comb += [self.meta_req.valid.eq(1), self.meta_req.payload.addr.eq(addr_of(ev.position)),
-                             self.meta_req.payload.write.eq(1), mwd.ema.eq(ema_new), mwd.t_last.eq(s_eff),
-                             mwd.reserved.eq(meta_hi)]
-                with m.If(self.meta_req.ready):
-                    m.d.sync += meta_done.eq(1)
-                    m.next = "M_IDLE"
+        # ------------------------------------------------------------ r5: outputs
+        dec_done = Signal()
+        wr_done = Signal()
+        res_slot = Signal(g.sb)
+        res_ema = Signal(S.SCORE_BITS)
+        out = Signal(g.decision_layout())
+        vout = Signal(g.vresp_layout())
+        need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
+        need_wr = v_out & (r_out.kind == K_EVENT)
+        need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
+        m.d.comb += [
+            self.decision.valid.eq(need_dec & ~dec_done),
+            self.decision.payload.eq(out),
+            self.meta_wr.valid.eq(need_wr & ~wr_done),
+            self.meta_wr.payload.addr.eq(Cat(r_out.position, r_out.q)),
+            self.meta_wr.payload.wdata.eq(Cat(res_ema, r_out.step, res_slot.as_unsigned()[:T.SLOT_BITS],
+                                              Const(0, T.SLOT_BITS - g.sb) if g.sb < T.SLOT_BITS else Const(0, 0))),
+            self.victim_resp.valid.eq(need_vr),
+            self.victim_resp.payload.eq(vout),
+        ]
+        dec_ok = ~need_dec | dec_done | self.decision.ready
+        wr_ok = ~need_wr | wr_done | self.meta_wr.ready
+        vr_ok = ~need_vr | self.victim_resp.ready
+        m.d.comb += adv6.eq(~v_out | (dec_ok & wr_ok & vr_ok))
+        bump("mem_wait_cycles", self.meta_wr.valid & ~self.meta_wr.ready)
+        # the record leaves: its metadata word is written, younger reads will see it
+        m.d.comb += [retire.eq(v_out & adv6), retire_tag.eq(r_out.tag)]
+        with m.If(adv6):
+            m.d.sync += [dec_done.eq(0), wr_done.eq(0)]
+        with m.Else():
+            with m.If(self.decision.valid & self.decision.ready):
+                m.d.sync += dec_done.eq(1)
+            with m.If(self.meta_wr.valid & self.meta_wr.ready):
+                m.d.sync += wr_done.eq(1)
+        with m.If(adv6):
+            m.d.sync += [v_out.eq(v[4] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2])]
+            err = x.kind == K_ERROR
+            dl = g.decision_layout()
+            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1))
+            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
+                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
+                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins))
+            m.d.sync += out.eq(Mux(err, o_err, o_ev))
+            vl = g.vresp_layout()
+            answer = started & vic_any
+            m.d.sync += vout.eq(pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
+                                     locked=(x.kind == K_VREQ) & locked,
+                                     valid=(x.kind == K_VREQ) & ~locked & answer,
+                                     victim=Mux((x.kind == K_VREQ) & ~locked & answer, vic_pos, 0)))
+            is_vr = v[4] & ((x.kind == K_VREQ) | (x.kind == K_VERR))
+            bump("victim_none", is_vr & ((x.kind == K_VERR) | locked | ~(started & vic_any)))
+            bump("victim_locked", is_vr & (x.kind == K_VREQ) & locked)
 
         return m
 
 
+#: slots per queue of the full-geometry top that `make lint` checks (see docs/tracker.md, "Sizes")
+FULL_MAX_BUDGET = 256
+
+
 def verilog_tops():
     """Configurations `make verilog` generates and `make lint` checks: the test geometry and
-    the full Llama-70B one (80 layers x 8 KV heads x 131,072 positions, 128-bucket ring)."""
+    the full Llama-70B one (80 layers x 8 KV heads x 131,072 positions, 128-bucket ring,
+    FULL_MAX_BUDGET slots per queue on chip)."""
     return {"tracker": lambda: Tracker(2, 2, 64, 128),
-            "tracker_full": lambda: Tracker(80, 8, 131072, 128)}
+            "tracker_full": lambda: Tracker(80, 8, 131072, 128, max_budget=FULL_MAX_BUDGET)}

@@ -4,23 +4,33 @@ The tracker (``cxlkv.hdl.tracker``, ``docs/tracker.md``) implements the ``hw`` p
 ``docs/policy.md`` bit for bit. This model keeps exactly the RTL's structures, so that a
 divergence can be located in a structure and not only in a victim:
 
-* per position (the *metadata* region, one 64-bit word): ``ema`` (16), ``t_last`` (32), and 16
-  reserved bits (coherence state, quantizer format tag) that the tracker preserves;
-* per position (the *link* region, one word): ``resident`` (1), the bucket ``key``, and the
-  ``prev``/``next`` pointers of the doubly linked list the entry sits in. List nodes are
-  positions, so no slot numbering and no free list are needed: a resident count suffices;
-* per queue (on chip): ``started``, ``cur_step``, ``step_reads``, ``dense``, the key cursor
-  ``kc``, the expired list (head, tail), the resident count, a ring of ``n_buckets``
-  (a power of two >= the policy's NB) deadline buckets (head, tail) and their occupancy bitmap.
+* per position (the *metadata* region, device DRAM, one 64-bit word): ``ema`` (16),
+  ``t_last`` (32) and ``slot`` (16): the fast-tier slot the position was last inserted into.
+  A position is resident iff ``slot < nres`` and ``pos[slot] == position`` (a slot is only ever
+  reassigned by an insert, which rewrites the inserted position's ``slot``), so an eviction
+  needs no write to the victim's metadata;
+* per slot (on chip, ``max_budget`` per queue): ``pos``, the bucket ``key`` and the
+  ``prev``/``next`` pointers of the doubly linked list the slot sits in; a victim's slot is
+  reused by the entry that evicts it, a free slot is ``nres`` (slots are never freed);
+* per queue (on chip): ``started``, ``cur_step``, ``step_reads``, ``dense`` (the step stage),
+  and the key cursor ``kc``, the expired list (head, tail), the resident count ``nres``, a
+  ring of ``n_buckets`` deadline buckets (head, tail) and their occupancy bitmap (the list
+  stage).
 
-A ring larger than the policy's NB is equivalent: live keys lie in ``[kc, kc + NB)``, so they
-never alias, and splicing walks the non-empty buckets below the new cursor in key order.
+**Lazy splicing.** ``hw`` moves every bucket whose key falls below the cursor onto the expired
+list when the step advances. The ring here keeps such buckets in place while their ring index
+cannot alias a live key: with ``NB`` the policy's bucket count and ``R`` the ring size, live
+keys lie in ``[kc, kc + NB)`` and the ring holds ``L = R - NB`` further expired keys below
+``kc``. Only a bucket whose key falls below ``kc - L`` is spliced onto the expired list (one
+operation per non-empty bucket). The victim is the expired list's head, else the head of the
+lowest non-empty ring bucket counted from ``kc - L``: the same entry as ``hw``'s, because the
+buckets left in place below ``kc`` are exactly the tail of ``hw``'s expired list, in key order.
 
-Beyond ``policy.replay`` the tracker has: a "victim for queue q" request (the head of the
-expired list, else of the lowest non-empty bucket; ``none`` for an empty, unstarted or
-decode-locked queue), a step that goes backwards (applied as the queue's current step,
-counted in ``step_errors``), and a configuration check (``cfg_error``: the ring is too small
-for the configured time constants and g).
+Beyond ``policy.replay`` the tracker has: a "victim for queue q" request (what the queue's
+next miss would evict; ``none`` for an empty, unstarted or decode-locked queue), a step that
+goes backwards (applied as the queue's current step, counted in ``step_errors``), and a
+configuration check (``cfg_error``: the ring is smaller than NB, or the budget exceeds
+``max_budget``).
 """
 from __future__ import annotations
 
@@ -33,6 +43,8 @@ from cxlkv.models import scoring as S
 KEY_BITS = 33            # (step + F) >> g, step < 2^32, F < 2^24: fits 33 bits
 STEP_BITS = S.STEP_BITS
 STEP_READS_BITS = 25     # saturating per-step read counter (C <= 2^24)
+SLOT_BITS = 16           # the metadata word's slot field: max_budget <= 2^16
+MAX_BUDGET_LIMIT = 1 << SLOT_BITS
 NONE = -1                # decision: no victim needed (hit, or a free entry)
 NO_VICTIM = -2           # decision: a miss with nothing evictable (bypass)
 
@@ -79,6 +91,12 @@ def ring_size(nb: int) -> int:
     return 1 << max(0, (nb - 1).bit_length())
 
 
+def decayed_ema(ema: int, t_last: int, step: int, cfg: TrackerConfig) -> int:
+    """decay(ema, step_age(t_last, step)) with the configuration's decay constants."""
+    age = S.step_age(t_last, step)
+    return (ema * (S.SCORE_ONE - S.recency_fixed(age, _Rate(cfg))) + 0x8000) >> 16
+
+
 @dataclass
 class Event:
     queue: int
@@ -97,6 +115,7 @@ class Decision:
     victim_valid: int
     no_victim: int
     victim: int          # position when victim_valid, else 0
+    slot: int = 0        # the slot the position occupies after the event (0 for no_victim)
 
     @property
     def code(self) -> int:
@@ -114,12 +133,14 @@ class VictimAnswer:
 
 @dataclass
 class _Queue:
+    # step stage
     started: bool = False
     cur_step: int = 0
     step_reads: int = 0
     dense: bool = False
+    # list stage
     kc: int = 0
-    ehead: int | None = None
+    ehead: int | None = None      # slots
     etail: int | None = None
     nres: int = 0
     bitmap: int = 0
@@ -128,70 +149,108 @@ class _Queue:
 
 
 @dataclass
-class _Link:
-    resident: bool = False
+class _Slot:
+    pos: int = 0
     key: int = 0
     prev: int | None = None
     next: int | None = None
 
 
 COUNTER_NAMES = ("events", "reads", "read_hits", "writes", "evictions", "no_victim", "victim_requests",
-                 "victim_none", "victim_locked", "step_errors")
+                 "victim_none", "victim_locked", "step_errors", "splices")
 
 
 class TrackerModel:
     """The tracker's state and decisions, event by event (queues are independent)."""
 
-    def __init__(self, cfg: TrackerConfig, n_queues: int, n_positions: int, n_buckets: int):
+    def __init__(self, cfg: TrackerConfig, n_queues: int, n_positions: int, n_buckets: int,
+                 max_budget: int | None = None):
         if n_buckets & (n_buckets - 1):
             raise ValueError("n_buckets must be a power of two")
         self.cfg = cfg
         self.n_queues, self.n_positions, self.n_buckets = n_queues, n_positions, n_buckets
-        self.cfg_error = buckets_needed(cfg) > n_buckets
-        self.ema: dict = {}
-        self.t_last: dict = {}
-        self.links: dict = {}
+        self.max_budget = min(max_budget or n_positions, MAX_BUDGET_LIMIT)
+        self.nb = buckets_needed(cfg)
+        self.lazy = n_buckets - self.nb           # L: expired keys the ring holds below kc
+        self.cfg_error = self.nb > n_buckets or cfg.budget > self.max_budget
+        self.meta: dict = {}                      # (q, p) -> (ema, t_last, slot)
+        self.slots: dict = {}                     # (q, slot) -> _Slot
         self.queues = [_Queue() for _ in range(n_queues)]
         self.counters = dict.fromkeys(COUNTER_NAMES, 0)
 
     # -- helpers --------------------------------------------------------------------------------
-    def _link(self, q, p) -> _Link:
-        return self.links.setdefault((q, p), _Link())
+    def _slot(self, q, s) -> _Slot:
+        return self.slots.setdefault((q, s), _Slot())
 
-    @staticmethod
-    def _ffs_from(bitmap: int, kc: int, nbr: int) -> int | None:
-        """Key of the lowest non-empty bucket in [kc, kc + nbr), or None."""
+    def _base(self, qs: _Queue) -> int:
+        """Lowest key the ring may hold: kc - L."""
+        return qs.kc - self.lazy
+
+    def _ffs(self, qs: _Queue) -> int | None:
+        """Key of the lowest non-empty ring bucket (keys lie in [kc - L, kc - L + R)), or None."""
+        bitmap, nbr = qs.bitmap, self.n_buckets
         if not bitmap:
             return None
-        base = kc % nbr
-        high = bitmap >> base
+        base = self._base(qs)
+        b0 = base % nbr
+        high = bitmap >> b0
         if high:
             off = (high & -high).bit_length() - 1
         else:
-            low = bitmap & ((1 << base) - 1)
-            off = (low & -low).bit_length() - 1 + nbr - base
-        return kc + off
+            low = bitmap & ((1 << b0) - 1)
+            off = (low & -low).bit_length() - 1 + nbr - b0
+        return base + off
 
-    def _pop_head(self, q, qs: _Queue, expired: bool, bucket: int | None) -> int:
-        """Remove and return the head of the expired list or of ring bucket ``bucket``."""
-        if expired:
+    def resident_slot(self, q, p) -> int | None:
+        """The slot ``p`` occupies, or None: the metadata's slot, checked against the slot's owner."""
+        s = self.meta.get((q, p), (0, 0, 0))[2]
+        qs = self.queues[q]
+        return s if s < qs.nres and self._slot(q, s).pos == p else None
+
+    def key_of(self, q, p) -> int | None:
+        """The bucket key of resident position ``p`` (None when not resident)."""
+        s = self.resident_slot(q, p)
+        return None if s is None else self._slot(q, s).key
+
+    def _pop_head(self, q, qs: _Queue, bucket: int | None) -> int:
+        """Remove and return the head slot of the expired list (bucket None) or of a ring bucket."""
+        if bucket is None:
             v = qs.ehead
-            nxt = self._link(q, v).next
+            nxt = self._slot(q, v).next
             qs.ehead = nxt
             if nxt is None:
                 qs.etail = None
             else:
-                self._link(q, nxt).prev = None
+                self._slot(q, nxt).prev = None
         else:
             v = qs.bhead[bucket]
-            nxt = self._link(q, v).next
+            nxt = self._slot(q, v).next
             qs.bhead[bucket] = nxt
             if nxt is None:
                 qs.btail[bucket] = None
                 qs.bitmap &= ~(1 << bucket)
             else:
-                self._link(q, nxt).prev = None
+                self._slot(q, nxt).prev = None
         return v
+
+    def _advance(self, q, qs: _Queue, kn: int):
+        """Move the cursor to kn: splice the ring buckets that fall below kn - L, in key order."""
+        nbr = self.n_buckets
+        while kn > qs.kc:
+            d = self._ffs(qs)
+            if d is None or d >= kn - self.lazy:
+                break
+            b = d % nbr
+            h, t = qs.bhead[b], qs.btail[b]
+            if qs.etail is None:
+                qs.ehead = h
+            else:
+                self._slot(q, qs.etail).next = h
+                self._slot(q, h).prev = qs.etail
+            qs.etail = t
+            qs.bitmap &= ~(1 << b)
+            self.counters["splices"] += 1
+        qs.kc = max(qs.kc, kn)
 
     # -- one event ------------------------------------------------------------------------------
     def event(self, ev: Event) -> Decision:
@@ -202,10 +261,10 @@ class TrackerModel:
         c["events"] += 1
         is_read = not ev.write
         g = cfg.bucket_bits
-        # 1. step boundary
-        if not qs.started:
+        # 1. step boundary (the step stage)
+        first = not qs.started
+        if first:
             qs.started, qs.cur_step, qs.step_reads, qs.dense = True, s, 0, False
-            qs.kc, qs.ehead, qs.etail, qs.nres, qs.bitmap = s >> g, None, None, 0, 0
         if s < qs.cur_step:
             c["step_errors"] += 1
             s = qs.cur_step
@@ -213,109 +272,95 @@ class TrackerModel:
             qs.dense = cfg.tln_d != 0 and qs.step_reads > cfg.budget
             qs.step_reads = 0
             qs.cur_step = s
-        kn = s >> g
-        while True:       # splice the non-empty buckets below the new cursor, in key order
-            d = self._ffs_from(qs.bitmap, qs.kc, nbr) if kn > qs.kc else None
-            if d is None or d >= kn:
-                break
-            b = d % nbr
-            h, t = qs.bhead[b], qs.btail[b]
-            if qs.etail is None:
-                qs.ehead = h
-            else:
-                self._link(q, qs.etail).next = h
-                self._link(q, h).prev = qs.etail
-            qs.etail = t
-            qs.bitmap &= ~(1 << b)
-            qs.kc = d + 1
-        qs.kc = max(qs.kc, kn)
         if is_read:
             c["reads"] += 1
             qs.step_reads = min(qs.step_reads + 1, (1 << STEP_READS_BITS) - 1)
         else:
             c["writes"] += 1
-        # 2. metadata
-        ema0, t0 = self.ema.get((q, p), 0), self.t_last.get((q, p), 0)
-        age = S.step_age(t0, s)
-        dec = (ema0 * (S.SCORE_ONE - S.recency_fixed(age, _Rate(cfg))) + 0x8000) >> 16
+        # 2. metadata (ema, t_last) and 3. key
+        ema0, t0, slot0 = self.meta.get((q, p), (0, 0, 0))
         smp = min(ev.sample + cfg.read_credit, S.SCORE_MAX) if is_read else cfg.write_sample
-        ema = S.ema_update(dec, smp, max(cfg.alpha, 1))
-        self.ema[(q, p)], self.t_last[(q, p)] = ema, s
-        # 3. key
+        ema = S.ema_update(decayed_ema(ema0, t0, s, cfg), smp, max(cfg.alpha, 1))
         key = (s + retention(ema, cfg.tln_d if qs.dense else cfg.tln_r)) >> g
-        # 4. residency
-        lk = self._link(q, p)
+        # 4. the list stage: cursor, residency, victim, insert
+        if first:
+            qs.kc, qs.ehead, qs.etail, qs.nres, qs.bitmap = s >> g, None, None, 0, 0
+        self._advance(q, qs, s >> g)
+        slot = self.resident_slot(q, p)
         pinned = p < cfg.pinned
-        hit = inserted = victim_valid = no_victim = 0
+        hit = inserted = victim_valid = 0
         victim = 0
-        if lk.resident:
+        if slot is not None:
             hit = 1
             if is_read:
                 c["read_hits"] += 1
             if not pinned:
-                self._unlink(q, qs, p, lk)
+                self._unlink(q, qs, slot)
         else:
             if qs.nres < cfg.budget:
+                slot = qs.nres
                 qs.nres += 1
             else:
                 if qs.ehead is not None:
-                    v = self._pop_head(q, qs, True, None)
+                    slot = self._pop_head(q, qs, None)
                 else:
-                    d = self._ffs_from(qs.bitmap, qs.kc, nbr)
-                    v = None if d is None else self._pop_head(q, qs, False, d % nbr)
-                if v is None:
+                    d = self._ffs(qs)
+                    slot = None if d is None else self._pop_head(q, qs, d % nbr)
+                if slot is None:
                     c["no_victim"] += 1
-                    return Decision(q, p, 0, 0, 0, 1, 0)
-                self._link(q, v).resident = False
+                    self.meta[(q, p)] = (ema, s, slot0)
+                    return Decision(q, p, 0, 0, 0, 1, 0, 0)
                 c["evictions"] += 1
-                victim_valid, victim = 1, v
+                victim_valid, victim = 1, self._slot(q, slot).pos
             inserted = 1
-        lk.resident = True
-        lk.key = key
+        self.meta[(q, p)] = (ema, s, slot)
+        node = self._slot(q, slot)
+        node.pos, node.key = p, key
         if pinned:
-            lk.prev = lk.next = None
+            node.prev = node.next = None
         else:
             b = key % nbr
             if qs.dense:          # push front
                 h = qs.bhead.get(b) if qs.bitmap >> b & 1 else None
-                lk.prev, lk.next = None, h
+                node.prev, node.next = None, h
                 if h is None:
-                    qs.btail[b] = p
+                    qs.btail[b] = slot
                 else:
-                    self._link(q, h).prev = p
-                qs.bhead[b] = p
+                    self._slot(q, h).prev = slot
+                qs.bhead[b] = slot
             else:                 # append at the tail
                 t = qs.btail.get(b) if qs.bitmap >> b & 1 else None
-                lk.prev, lk.next = t, None
+                node.prev, node.next = t, None
                 if t is None:
-                    qs.bhead[b] = p
+                    qs.bhead[b] = slot
                 else:
-                    self._link(q, t).next = p
-                qs.btail[b] = p
+                    self._slot(q, t).next = slot
+                qs.btail[b] = slot
             qs.bitmap |= 1 << b
-        return Decision(q, p, hit, inserted, victim_valid, no_victim, victim)
+        return Decision(q, p, hit, inserted, victim_valid, 0, victim, slot)
 
-    def _unlink(self, q, qs: _Queue, p, lk: _Link):
-        a, b2 = lk.prev, lk.next
-        if lk.key < qs.kc:
+    def _unlink(self, q, qs: _Queue, s: int):
+        node = self._slot(q, s)
+        a, b2 = node.prev, node.next
+        if node.key < self._base(qs):       # spliced: on the expired list
             if a is None:
                 qs.ehead = b2
             else:
-                self._link(q, a).next = b2
+                self._slot(q, a).next = b2
             if b2 is None:
                 qs.etail = a
             else:
-                self._link(q, b2).prev = a
+                self._slot(q, b2).prev = a
         else:
-            bk = lk.key % self.n_buckets
+            bk = node.key % self.n_buckets
             if a is None:
                 qs.bhead[bk] = b2
             else:
-                self._link(q, a).next = b2
+                self._slot(q, a).next = b2
             if b2 is None:
                 qs.btail[bk] = a
             else:
-                self._link(q, b2).prev = a
+                self._slot(q, b2).prev = a
             if qs.bhead[bk] is None:
                 qs.bitmap &= ~(1 << bk)
 
@@ -329,12 +374,12 @@ class TrackerModel:
             c["victim_locked"] += 1
             return VictimAnswer(q, 0, 1, 0)
         if qs.started and qs.ehead is not None:
-            return VictimAnswer(q, 1, 0, qs.ehead)
-        d = self._ffs_from(qs.bitmap, qs.kc, self.n_buckets) if qs.started else None
+            return VictimAnswer(q, 1, 0, self._slot(q, qs.ehead).pos)
+        d = self._ffs(qs) if qs.started else None
         if d is None:
             c["victim_none"] += 1
             return VictimAnswer(q, 0, 0, 0)
-        return VictimAnswer(q, 1, 0, qs.bhead[d % self.n_buckets])
+        return VictimAnswer(q, 1, 0, self._slot(q, qs.bhead[d % self.n_buckets]).pos)
 
 
 class _Rate:

@@ -79,7 +79,7 @@ def test_backward_step_is_clamped_and_counted():
     m.event(T.Event(0, 1, 0, 100, 10))
     m.event(T.Event(0, 2, 0, 100, 5))
     assert m.counters["step_errors"] == 1
-    assert m.t_last[(0, 2)] == 10
+    assert m.meta[(0, 2)][1] == 10
 
 
 def test_cfg_error_when_ring_too_small():
@@ -134,3 +134,41 @@ def test_model_equals_policy_replay_on_random_traces(g, seed):
         ref = P.replay(trace, "hw", budget, params=params, record_victims=True).victims.tolist()
         got = [d.code for d in T.replay_model(trace, T.TrackerConfig.from_params(params, budget))]
         assert got == ref, (budget, over, next(i for i in range(len(ref)) if got[i] != ref[i]))
+
+
+@pytest.mark.parametrize("g,ring_mult", [(0, 1), (3, 1), (3, 4), (6, 1), (6, 8)])
+def test_lazy_splicing_is_exact_for_every_ring_size(g, ring_mult):
+    """Rings from the smallest power of two >= NB (little room below the cursor: many splices) up."""
+    trace = _random_trace(77 + g, n=2500, max_step_gap=200)
+    params = P.make_params("hw", hw_bucket_bits=g, hw_rank_tau=2)
+    ref = P.replay(trace, "hw", 6, params=params, record_victims=True).victims.tolist()
+    cfg = T.TrackerConfig.from_params(params, 6)
+    model = T.TrackerModel(cfg, trace.n_queues, 64, T.ring_size(T.buckets_needed(cfg)) * ring_mult)
+    got = [model.event(e).code for e in T.events_from_trace(trace)]
+    assert got == ref
+    if ring_mult == 1:
+        assert model.counters["splices"] > 0
+
+
+def test_slots_are_reused_by_the_evicting_entry():
+    trace = tracegen.synth("mixed", n_layers=1, n_kv_heads=2, prefill=32, steps=32, seed=9)
+    cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=1), 5)
+    model = T.TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 1, 128)
+    owner = {}                                   # (queue, slot) -> position, kept independently
+    for e in T.events_from_trace(trace):
+        d = model.event(e)
+        if d.victim_valid:
+            assert owner[(e.queue, d.slot)] == d.victim
+        if d.hit:
+            assert owner[(e.queue, d.slot)] == e.position
+        if not d.no_victim:
+            owner[(e.queue, d.slot)] = e.position
+            assert d.slot < cfg.budget
+        assert model.resident_slot(e.queue, e.position) == (None if d.no_victim else d.slot)
+    assert sorted({s for (_, s) in owner}) == list(range(cfg.budget))
+
+
+def test_cfg_error_when_budget_exceeds_max_budget():
+    cfg = T.TrackerConfig.from_params(P.make_params("hw"), 33)
+    assert T.TrackerModel(cfg, 1, 64, 128, max_budget=32).cfg_error
+    assert not T.TrackerModel(cfg, 1, 64, 128, max_budget=64).cfg_error

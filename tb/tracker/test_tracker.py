@@ -15,23 +15,24 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from cxlkv.hdl.tracker import WM_KEY, WM_NEXT, WM_PREV, WM_RES, Geometry
+from cxlkv.hdl.tracker import Geometry
 from cxlkv.models import policy as P
 from cxlkv.models import tracegen
 from cxlkv.models import tracker as T
 from cxlkv.models.trace import load_trace, save_trace
 from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int,
                              params, report_metric, test_rng)
-from cxlkv.tb.tracker.memory import StallingMemory
+from cxlkv.tb.tracker.memory import SplitChannelMemory
 
 
 class TrackerEnv:
     def __init__(self, dut, cfg: T.TrackerConfig, *, corrupt_at=None, decode_lock=0):
         self.dut = dut
         p = params()
-        self.geom = Geometry(p["n_layers"], p["n_kv_heads"], p["n_positions"], p["n_buckets"])
+        self.geom = Geometry(p["n_layers"], p["n_kv_heads"], p["n_positions"], p["n_buckets"], p.get("max_budget"))
         self.cfg = cfg
-        self.model = T.TrackerModel(cfg, self.geom.n_queues, self.geom.n_positions, self.geom.n_buckets)
+        self.model = T.TrackerModel(cfg, self.geom.n_queues, self.geom.n_positions, self.geom.n_buckets,
+                                    self.geom.max_budget)
         self.decode_lock = decode_lock
         self.ev_port, self.dec_port = StreamPort(dut, "event"), StreamPort(dut, "decision")
         self.vq_port, self.va_port = StreamPort(dut, "victim_req"), StreamPort(dut, "victim_resp")
@@ -57,7 +58,7 @@ class TrackerEnv:
         if ev["layer"] >= g.n_layers or ev["head"] >= g.n_kv_heads:
             self.coverage["bad_event"] += 1
             self.model.counters["events"] += 1
-            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0)
+            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0, 0)
         q = ev["layer"] * g.n_kv_heads + ev["head"]
         qs = self.model.queues[q]
         if qs.started and ev["step"] < qs.cur_step:
@@ -78,7 +79,7 @@ class TrackerEnv:
         if d.hit and ev["position"] < self.cfg.pinned:
             self.coverage["pinned_hit"] += 1
         return (ev["layer"], ev["head"], ev["position"], d.hit, d.inserted, d.victim_valid, d.no_victim, 0,
-                d.victim)
+                d.victim, d.slot)
 
     def expected_answer(self, vq):
         g = self.geom
@@ -93,7 +94,7 @@ class TrackerEnv:
             self.coverage["victim_locked"] += 1
         return (vq["layer"], vq["head"], a.valid, a.locked, 0, a.victim)
 
-    async def start(self, *, meta_ready=1.0, link_ready=1.0, latency=0, jitter=0):
+    async def start(self, *, meta_ready=1.0, latency=1, jitter=0):
         dut, rng = self.dut, test_rng()
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         cfg = self.cfg
@@ -107,21 +108,14 @@ class TrackerEnv:
         self.dec_port.ready.value = 0
         self.va_port.ready.value = 0
         g = self.geom
-        llay = Packer(g.link_layout())
-        offs = {n: (o, w) for n, o, w in llay.fields}
-        mask_fields = [(WM_PREV, *offs["prev"]), (WM_NEXT, *offs["next"]), (WM_KEY, *offs["key"]),
-                       (WM_RES, *offs["resident"])]
-        self.meta = StallingMemory(dut.clk, StreamPort(dut, "meta_req"), StreamPort(dut, "meta_resp"),
-                                   Packer(g.meta_req_layout()), rng, ready_prob=meta_ready, latency=latency,
-                                   jitter=jitter, name="meta")
-        self.link = StallingMemory(dut.clk, StreamPort(dut, "link_req"), StreamPort(dut, "link_resp"),
-                                   Packer(g.link_req_layout()), rng, ready_prob=link_ready, latency=latency,
-                                   jitter=jitter, mask_fields=mask_fields, name="link")
+        self.meta = SplitChannelMemory(dut.clk, StreamPort(dut, "meta_rd"), StreamPort(dut, "meta_rd_data"),
+                                       StreamPort(dut, "meta_wr"), Packer(g.meta_rd_layout()),
+                                       Packer(g.meta_wr_layout()), rng, ready_prob=meta_ready, latency=latency,
+                                       jitter=jitter)
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
         cocotb.start_soon(self.meta.run())
-        cocotb.start_soon(self.link.run())
         cocotb.start_soon(self._monitor())
         while int(dut.busy.value):
             await RisingEdge(dut.clk)
@@ -149,7 +143,7 @@ class TrackerEnv:
             if self.dec_port.valid.value and self.dec_port.ready.value:
                 o = self.dec_pack.unpack(int(self.dec_port.payload.value))
                 self.sb.actual((o["layer"], o["head"], o["position"], o["hit"], o["inserted"], o["victim_valid"],
-                                o["no_victim"], o["error"], o["victim"]))
+                                o["no_victim"], o["error"], o["victim"], o["slot"]))
                 self.codes.append(o["victim"] if o["victim_valid"] else (-2 if o["no_victim"] else -1))
                 kind = ("hit" if o["hit"] else "evict" if o["victim_valid"] else "free" if o["inserted"]
                         else "other")
@@ -205,8 +199,7 @@ async def replay_trace(dut, family, budget, overrides, *, stalls=True, seed=1):
     ref = P.replay(trace, "hw", budget, params=prm, record_victims=True)
     env = TrackerEnv(dut, T.TrackerConfig.from_params(prm, budget))
     rng = test_rng()
-    await env.start(meta_ready=0.7 if stalls else 1.0, link_ready=0.8 if stalls else 1.0,
-                    latency=1 if stalls else 0, jitter=3 if stalls else 0)
+    await env.start(meta_ready=0.7 if stalls else 1.0, latency=1, jitter=6 if stalls else 0)
     cocotb.start_soon(drive_ready(dut.clk, env.dec_port, rng, ready_prob=0.8 if stalls else 1.0, burst=3))
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, trace_events(trace), rng, idle=0.05 if stalls else 0)
     await env.drain()
@@ -260,12 +253,12 @@ def random_events(rng, geom, n, *, npos):
     return out[:n]
 
 
-async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=(0.6, 0.7), seed_shift=0):
+async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, seed_shift=0):
     env = TrackerEnv(dut, cfg, decode_lock=decode_lock)
     rng = test_rng()
     for _ in range(seed_shift):
         rng.random()
-    await env.start(meta_ready=ready[0], link_ready=ready[1], latency=1, jitter=4)
+    await env.start(meta_ready=ready, latency=1, jitter=8)
     cocotb.start_soon(drive_ready(dut.clk, env.dec_port, rng, ready_prob=0.75, burst=3))
     cocotb.start_soon(drive_ready(dut.clk, env.va_port, rng, ready_prob=0.6, burst=2))
     g = env.geom
@@ -315,7 +308,7 @@ async def test_all_pinned_no_victim(dut):
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=3), 2)
     env = TrackerEnv(dut, cfg)
     rng = test_rng()
-    await env.start(meta_ready=0.5, link_ready=0.5, latency=2, jitter=2)
+    await env.start(meta_ready=0.5, latency=2, jitter=2)
     cocotb.start_soon(drive_ready(dut.clk, env.dec_port, rng))
     cocotb.start_soon(drive_ready(dut.clk, env.va_port, rng))
     evs = [{"layer": 0, "head": 1, "position": p, "write": 0, "sample": 1000, "step": s}
@@ -353,9 +346,10 @@ async def test_throughput(dut):
     events accepted per clock (tracker.events_per_cycle) on the mixed trace at C = 4."""
     n = env_int("CXLKV_THROUGHPUT_EVENTS", 2000)
     trace = tracegen.synth("mixed", n_layers=2, n_kv_heads=2, prefill=32, steps=64, seed=1)
+    latency = env_int("CXLKV_MEM_LATENCY", 1)
     env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 4))
     rng = test_rng()
-    await env.start()
+    await env.start(latency=latency)
     env.dec_port.ready.value = 1
     events = trace_events(trace)[:n]
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, events, rng)
@@ -364,10 +358,13 @@ async def test_throughput(dut):
     span = env.last_accept - env.first_accept + 1
     rate = len(events) / span
     dut._log.info("throughput: %d events in %d cycles = %.4f events/cycle", len(events), span, rate)
+    p = params()
     config = {"events": len(events), "trace": "mixed 2x2, prefill 32, steps 64", "budget": 4,
-              "output_ready": "always", "memory": "no stalls, next-cycle response"}
-    report_metric("tracker.events_per_cycle", round(rate, 6), "events/cycle", config)
+              "output_ready": "always", "memory": f"no stalls, read data {latency} cycle(s) after the request",
+              "inflight": p.get("inflight", 16)}
+    suffix = "" if latency == 1 else f"_mem_latency_{latency}"
+    report_metric(f"tracker.events_per_cycle{suffix}", round(rate, 6), "events/cycle", config)
     for kind, (total, count) in sorted(env.latency.items()):
         dut._log.info("latency %s: %.2f cycles (accept to decision) over %d events", kind, total / count, count)
-        report_metric(f"tracker.latency_cycles.{kind}", round(total / count, 3), "cycles",
+        report_metric(f"tracker.latency_cycles{suffix}.{kind}", round(total / count, 3), "cycles",
                       dict(config, events_of_kind=count))
