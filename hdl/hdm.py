@@ -3,11 +3,15 @@
 Golden model and the exact rules: :mod:`cxlkv.models.hdm`. Documentation: ``docs/hdm.md``.
 
 Two input streams, accepted together (``ready`` is one signal, so one access and one hint
-per clock at most), and a two-stage pipeline that moves in lockstep:
+per clock at most), and a three-stage pipeline that moves in lockstep:
 
-* stage 0 (the accept cycle) decodes the address: window check, shifts and masks by the
-  configured layout (no multiplier), geometry check; and checks a hint against the geometry;
-* stage 1 applies the hint (step, hint queue) and *then* the access (hint-first in a clock,
+* stage A (the accept clock): the offset into the window and the window check (a subtraction
+  and a compare, in parallel); the hint's entry against the geometry;
+* stage B: the geometry check as three compares of the masked offset against the configured
+  limits shifted to their fields' places (precomputed from the configuration in two register
+  stages), the fields by narrow shifts (no multiplier), and the hint's step compared with the
+  current step and with the step of the hint ahead of it;
+* stage C applies the hint (step, hint queue) and *then* the access (hint-first in a clock,
   the model's order): a read event takes the oldest pending hint of its entry, or the hint
   arriving with it, or ``default_sample``; the hint queue is a shift register of
   ``hint_depth`` entries, compacted in one clock (one match removal, one removal at the
@@ -78,13 +82,52 @@ class Hdm(wiring.Component):
             return (n == 0) | (n > mx)
         npos_m1 = Signal.like(self.n_positions)
         nh_m1 = Signal.like(self.n_kv_heads)
+        cfg_err = Signal()
         m.d.comb += [npos_m1.eq(self.n_positions - 1), nh_m1.eq(self.n_kv_heads - 1)]
-        m.d.comb += self.cfg_error.eq(
+        m.d.comb += cfg_err.eq(
             (self.base[:M.LINE_SHIFT] != 0) | (self.size[:M.LINE_SHIFT] != 0)
             | (self.entry_shift < M.ENTRY_SHIFT_MIN) | (self.entry_shift > M.ENTRY_SHIFT_MAX)
             | over(self.n_layers, g.n_layers) | over(self.n_kv_heads, g.n_kv_heads)
             | over(self.n_positions, g.n_positions)
             | ((npos_m1 >> self.pos_shift) != 0) | ((nh_m1 >> self.head_shift) != 0))
+
+        # ---- the configuration as the decode uses it, in two register stages (static while
+        # traffic flows; not reset, so it is settled when reset ends; a change takes 2 clocks)
+        def kreg(shape, name):
+            return Signal(shape, name=name, reset_less=True)
+        k_err = kreg(1, "k_err")
+        k_base, k_end = kreg(aw, "k_base"), kreg(aw + 1, "k_end")
+        k_es, k_t1, k_t2 = kreg(M.ENTRY_SHIFT_BITS, "k_es"), kreg(7, "k_t1"), kreg(8, "k_t2")
+        k_nl, k_nh, k_np = (kreg(len(self.n_layers), "k_nl"), kreg(len(self.n_kv_heads), "k_nh"),
+                            kreg(len(self.n_positions), "k_np"))
+        k_line_mask = kreg(M.LINE_BITS, "k_line_mask")
+        k_pmask, k_hmask = kreg(g.pb, "k_pmask"), kreg(g.hb, "k_hmask")
+        es_m6 = Signal(3)
+        m.d.comb += es_m6.eq((self.entry_shift - M.ENTRY_SHIFT_MIN)[:3])
+        m.d.sync += [
+            k_err.eq(cfg_err), k_base.eq(self.base), k_end.eq(self.base + self.size),
+            k_es.eq(self.entry_shift), k_t1.eq(self.entry_shift + self.pos_shift),
+            k_t2.eq(self.entry_shift + self.pos_shift + self.head_shift),
+            k_nl.eq(self.n_layers), k_nh.eq(self.n_kv_heads), k_np.eq(self.n_positions),
+            k_line_mask.eq(~(Const((1 << M.LINE_BITS) - 1, M.LINE_BITS) << es_m6)[:M.LINE_BITS]),
+            k_pmask.eq(~(Const((1 << g.pb) - 1, g.pb) << self.pos_shift)[:g.pb]),
+            k_hmask.eq(~(Const((1 << g.hb) - 1, g.hb) << self.head_shift)[:g.hb]),
+        ]
+        # second stage: field masks in place and the limits shifted to the fields' positions,
+        # saturated at 2**aw (a field that starts beyond the address never exceeds its limit)
+        k_pm, k_hm = kreg(aw, "k_pm"), kreg(aw, "k_hm")
+        k_pl, k_hl, k_ll = kreg(aw + 1, "k_pl"), kreg(aw + 1, "k_hl"), kreg(aw + 1, "k_ll")
+
+        def sat_shift(n, sh):
+            wide = Signal(len(n) + 63)
+            m.d.comb += wide.eq(n << sh[:6])
+            return Mux((sh >= aw) | (wide[aw:] != 0), 1 << aw, wide[:aw])
+        m.d.sync += [
+            k_pm.eq(Cat(*[((k >= k_es) if k < (1 << len(k_es)) - 1 else 1) & (k < k_t1) for k in range(aw)])),
+            k_hm.eq(Cat(*[(k >= k_t1) & (k < k_t2) for k in range(aw)])),
+            k_pl.eq(sat_shift(k_np, k_es)), k_hl.eq(sat_shift(k_nh, k_t1)), k_ll.eq(sat_shift(k_nl, k_t2)),
+        ]
+        m.d.comb += self.cfg_error.eq(k_err)
 
         # ---- pipeline control: the output register holds until both its streams took their item
         ev_pend, rt_pend = Signal(), Signal()
@@ -97,42 +140,45 @@ class Hdm(wiring.Component):
             self.route.valid.eq(rt_pend),
         ]
 
-        # ---- stage 0: address decode (shifts and masks), hint check
+        # ---- stage A (the accept clock): offset into the window, window check, hint check
         acc = self.access.payload
         a = Signal(aw)
         m.d.comb += a.eq(Cat(Const(0, M.LINE_SHIFT), acc.addr[M.LINE_SHIFT:]))
-        off = Signal(aw)
-        inwin = Signal()
-        m.d.comb += [off.eq((a - self.base)[:aw]),
-                     inwin.eq(~self.cfg_error & (a >= self.base) & (off < self.size))]
-        es_m6 = Signal(3)
-        m.d.comb += es_m6.eq((self.entry_shift - M.ENTRY_SHIFT_MIN)[:3])
-        line_mask = Signal(M.LINE_BITS)
-        m.d.comb += line_mask.eq(~(Const((1 << M.LINE_BITS) - 1, M.LINE_BITS) << es_m6)[:M.LINE_BITS])
-        idx = Signal(aw)
-        m.d.comb += idx.eq(off >> self.entry_shift)
-        ones = Const((1 << aw) - 1, aw)
-        pos_f, lh, head_f, layer_f = Signal(aw), Signal(aw), Signal(aw), Signal(aw)
-        m.d.comb += [
-            pos_f.eq(idx & ~(ones << self.pos_shift)[:aw]),
-            lh.eq(idx >> self.pos_shift),
-            head_f.eq(lh & ~(ones << self.head_shift)[:aw]),
-            layer_f.eq(lh >> self.head_shift),
-        ]
-        beyond = Signal()
-        m.d.comb += beyond.eq((layer_f >= self.n_layers) | (head_f >= self.n_kv_heads)
-                              | (pos_f >= self.n_positions))
-        ok0 = Signal()
-        m.d.comb += ok0.eq(inwin & ~beyond)
-        status0 = Signal(2)
-        m.d.comb += status0.eq(Mux(~inwin, M.OUTSIDE, Mux(beyond, M.BEYOND, M.OK)))
-
+        inwin0 = Signal()
+        m.d.comb += inwin0.eq(~k_err & (a >= k_base) & (a < k_end))
         hin = self.hint.payload
         hbad0 = Signal()
-        m.d.comb += hbad0.eq(self.cfg_error | (hin.has_sample & (
-            (hin.layer >= self.n_layers) | (hin.head >= self.n_kv_heads) | (hin.position >= self.n_positions))))
+        m.d.comb += hbad0.eq(k_err | (hin.has_sample & (
+            (hin.layer >= k_nl) | (hin.head >= k_nh) | (hin.position >= k_np))))
+        ra_a, ra_h = Signal(), Signal()
+        ra = Signal(data.StructLayout({"addr": aw, "tag": g.tag_width, "write": 1, "off": aw, "inwin": 1}))
+        ra_hint = Signal(self.hint_layout)
+        ra_hbad = Signal()
+        with m.If(adv):
+            m.d.sync += [
+                ra_a.eq(self.access.valid), ra_h.eq(self.hint.valid),
+                ra.addr.eq(acc.addr), ra.tag.eq(acc.tag), ra.write.eq(acc.write),
+                ra.off.eq((a - k_base)[:aw]), ra.inwin.eq(inwin0),
+                ra_hint.eq(hin), ra_hbad.eq(hbad0),
+            ]
 
-        # ---- stage-1 registers (move with the pipeline)
+        # ---- stage B: geometry check (masked compares against the shifted limits) and the
+        # fields (narrow shifts by the configured amounts)
+        off = ra.off
+        beyond = Signal()
+        m.d.comb += beyond.eq(((off & k_pm) >= k_pl) | ((off & k_hm) >= k_hl) | (off >= k_ll))
+        ok0 = Signal()
+        m.d.comb += ok0.eq(ra.inwin & ~beyond)
+        status0 = Signal(2)
+        m.d.comb += status0.eq(Mux(~ra.inwin, M.OUTSIDE, Mux(beyond, M.BEYOND, M.OK)))
+        pos_f, head_f, layer_f = Signal(g.pb), Signal(g.hb), Signal(g.lb)
+        m.d.comb += [
+            pos_f.eq((off >> k_es)[:g.pb] & k_pmask),
+            head_f.eq((off >> k_t1)[:g.hb] & k_hmask),
+            layer_f.eq((off >> k_t2)[:g.lb]),
+        ]
+
+        # ---- stage-1 (C) registers (move with the pipeline)
         s1_a, s1_h = Signal(), Signal()
         s1 = Signal(data.StructLayout({
             "addr": aw, "tag": g.tag_width, "write": 1, "status": 2,
@@ -141,15 +187,15 @@ class Hdm(wiring.Component):
         s1_hbad = Signal()
         with m.If(adv):
             m.d.sync += [
-                s1_a.eq(self.access.valid), s1_h.eq(self.hint.valid),
-                s1.addr.eq(acc.addr), s1.tag.eq(acc.tag), s1.write.eq(acc.write), s1.status.eq(status0),
-                s1.layer.eq(Mux(ok0, layer_f[:g.lb], 0)), s1.head.eq(Mux(ok0, head_f[:g.hb], 0)),
-                s1.position.eq(Mux(ok0, pos_f[:g.pb], 0)),
-                s1.line.eq(Mux(ok0, off[M.LINE_SHIFT:M.LINE_SHIFT + M.LINE_BITS] & line_mask, 0)),
-                s1h.eq(hin), s1_hbad.eq(hbad0),
+                s1_a.eq(ra_a), s1_h.eq(ra_h),
+                s1.addr.eq(ra.addr), s1.tag.eq(ra.tag), s1.write.eq(ra.write), s1.status.eq(status0),
+                s1.layer.eq(Mux(ok0, layer_f, 0)), s1.head.eq(Mux(ok0, head_f, 0)),
+                s1.position.eq(Mux(ok0, pos_f, 0)),
+                s1.line.eq(Mux(ok0, off[M.LINE_SHIFT:M.LINE_SHIFT + M.LINE_BITS] & k_line_mask, 0)),
+                s1h.eq(ra_hint), s1_hbad.eq(ra_hbad),
             ]
 
-        # ---- stage 1: the hint queue and the step
+        # ---- stage C: the hint queue and the step
         ent_layout = data.StructLayout({"layer": g.lb, "head": g.hb, "position": g.pb, "sample": M.SAMPLE_BITS})
         ents = [Signal(ent_layout, name=f"hq{j}") for j in range(N)]
         count = Signal(cb)
@@ -160,8 +206,17 @@ class Hdm(wiring.Component):
         h_go = Signal()      # a well-formed hint is applied this clock
         a_go = Signal()      # an access is applied this clock
         m.d.comb += [h_go.eq(adv & s1_h & ~s1_hbad), a_go.eq(adv & s1_a)]
+        # the step compares were made in stage B, against the current step and against the step
+        # of the hint then in this stage; ``sel`` says which of the two is the current step now
+        cmp_cur_gt, cmp_cur_lt, cmp_prev_gt, cmp_prev_lt, sel = (Signal(name=n) for n in (
+            "cmp_cur_gt", "cmp_cur_lt", "cmp_prev_gt", "cmp_prev_lt", "cmp_sel"))
         step_up, step_back = Signal(), Signal()
-        m.d.comb += [step_up.eq(h_go & (s1h.step > cur_step)), step_back.eq(h_go & (s1h.step < cur_step))]
+        m.d.comb += [step_up.eq(h_go & Mux(sel, cmp_prev_gt, cmp_cur_gt)),
+                     step_back.eq(h_go & Mux(sel, cmp_prev_lt, cmp_cur_lt))]
+        with m.If(adv):
+            m.d.sync += [cmp_cur_gt.eq(ra_hint.step > cur_step), cmp_cur_lt.eq(ra_hint.step < cur_step),
+                         cmp_prev_gt.eq(ra_hint.step > s1h.step), cmp_prev_lt.eq(ra_hint.step < s1h.step),
+                         sel.eq(step_up)]
         step_eff = Signal(M.STEP_BITS)
         nstale_eff = Signal(cb)
         m.d.comb += [step_eff.eq(Mux(step_up, s1h.step, cur_step)),

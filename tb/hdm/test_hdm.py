@@ -289,7 +289,8 @@ async def test_random(dut):
     step = 0
     for k, cfg in enumerate(cfgs):
         env.configure(cfg)
-        await RisingEdge(dut.clk)
+        for _ in range(3):                 # the decode takes a new configuration in 2 clocks
+            await RisingEdge(dut.clk)
         env.ev_ready_prob, env.rt_ready_prob = ((0.5, 0.8), (1.0, 0.6), (0.7, 1.0), (1.0, 1.0))[k]
         acc, hints, step = random_traffic(rng, geom, cfg, n if k < 3 else n // 6, step)
         await env.drive_independent(acc, hints, idle_a=(0.0, 0.2, 0.1, 0.0)[k], idle_h=(0.4, 0.2, 0.6, 0.3)[k])
