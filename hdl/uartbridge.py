@@ -25,7 +25,7 @@ Pieces:
   the board top and the cocotb bench use it; the bridge's event path is
   connected to the controller's ``event``/``decision`` ports when it has them.
 """
-from amaranth import Cat, Const, Module, Mux, Shape, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.fifo import SyncFIFO
@@ -281,7 +281,8 @@ class UARTBridge(wiring.Component):
             m.submodules.decision_ram = dec_ram = Memory(shape=40, depth=batch, init=[])
             dec_wr = dec_ram.write_port()
             dec_rd = dec_ram.read_port(domain="comb")
-            allowed = Const(self._allowed_bits(), 128).word_select(off, 8)
+            table = self._allowed_bits()            # a case per offset (a variable shift lints as a truncation)
+            allowed = Array(Const((table >> (8 * i)) & 0xFF, 8) for i in range(proto.EVENT_RECORD_BYTES))[off]
             ev, dec = self.event.payload, self.decision.payload
             victim = Signal(32)                          # the record's u32, zero-extended
             rd = ev_rd.data
@@ -435,7 +436,7 @@ class UARTBridge(wiring.Component):
                         run_timer(0)
 
                 with m.State("EV_RESPOND"):              # 0x60, n, the decision records, check byte
-                    word = Cat(dec_rd.data, Const(0, 24)).word_select(out_byte, 8)
+                    word = Array([dec_rd.data[8 * i:8 * i + 8] for i in range(5)] + [Const(0, 8)] * 3)[out_byte]
                     out = Signal(8)
                     with m.Switch(sent):
                         with m.Case(0):

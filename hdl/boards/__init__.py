@@ -26,7 +26,7 @@ class Board:
     reset_button: tuple                     # (resource name, number), active high after the platform's inversion
     leds: Callable[[object], list]          # platform -> LED ports (dir="-"), in the indicator order of ecp5.LEDS
     controller: dict = field(default_factory=dict)   # Controller parameters that fit the part
-    core_mhz: float = 125.0                 # default core clock (the goal; closes timing: docs/fpga.md)
+    core_mhz: float = 125.0                 # default core clock; the boards set one their top closes (docs/fpga.md)
     program: str = ""                       # how to load the bitstream (docs)
 
 

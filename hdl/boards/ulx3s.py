@@ -13,6 +13,10 @@ from cxlkv.hdl.boards import Board
 #: (docs/fpga.md, "The tracker on the board": the BRAM arithmetic; 16 Ki words is the most that fits).
 #: Llama-3-8B's 32 x 8 x 2^13 needs 2 Mi words per region: device DRAM behind the tracker's
 #: memory ports (``tracker="external"``), not wired yet.
+#: default core clock of the board top: met with margin by the board top with the tracker (36.39 MHz
+#: achieved at a 125 MHz constraint, docs/fpga.md); the goal stays 125 MHz (make bench)
+CORE_MHZ = 30.0
+
 CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10, "bitags": 16, "tracker": "onchip"}
 
 
@@ -28,4 +32,7 @@ def _leds(platform):
 BOARD = Board(
     name="ulx3s-85f", description="Radiona ULX3S, LFE5U-85F-6BG381", platform=_platform,
     clock="clk25", clock_mhz=25.0, reset_button=("button_fire", 0), leds=_leds, controller=CONTROLLER,
+    # the tracker's sequential engine closes 36 MHz, not the 125 MHz goal (docs/fpga.md): the default
+    # bitstream runs at a clock it meets; `--core-mhz` raises it as the pipelined tracker lands
+    core_mhz=CORE_MHZ,
     program="openFPGALoader -b ulx3s build/fpga/ulx3s-85f/top.bit   (SRAM; add -f to write the flash)")
