@@ -104,12 +104,16 @@ class TierMover(wiring.Component):
 
     def __init__(self, n_queues=4, n_positions=64, frames_per_queue=4, lines_per_entry=8, line_bits=512,
                  depth=8, buf_lines=None, counter_width=32):
-        self.cfg = cfg = M.TierMoverConfig(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bits)
-        if depth < 2 or depth & (depth - 1):
-            raise M.TierMoverConfigError(f"tier mover: depth must be a power of two >= 2, got {depth}")
         buf_lines = lines_per_entry if buf_lines is None else buf_lines
-        if buf_lines < 1:
-            raise M.TierMoverConfigError(f"tier mover: buf_lines must be >= 1, got {buf_lines}")
+        try:
+            self.cfg = cfg = M.TierMoverConfig(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bits)
+            if depth < 2 or depth & (depth - 1):
+                raise M.TierMoverConfigError(f"tier mover: depth must be a power of two >= 2, got {depth}")
+            if buf_lines < 1:
+                raise M.TierMoverConfigError(f"tier mover: buf_lines must be >= 1, got {buf_lines}")
+        except M.TierMoverConfigError:
+            self._MustUse__silence = True        # never built: no unused-elaboratable warning
+            raise
         self.depth, self.buf_lines, self.counter_width = depth, buf_lines, counter_width
         self.lay = lay = TierMoverLayouts(cfg)
         members = {

@@ -13,4 +13,10 @@ def _make_dut(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bit
 PARAMS = {"n_queues": 3, "n_positions": 32, "frames_per_queue": 3, "lines_per_entry": 4, "line_bits": 32,
           "depth": 8, "buf_lines": 4}
 
-BENCHES = [CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", PARAMS)]
+#: Minimal: a ring of 2 jobs and 1-line buffers (every stage waits on the next), 3 lines of 16 bits
+#: per entry (not a power of two), powers of two elsewhere (no out-of-range queue or slot encodable).
+PARAMS_MIN = {"n_queues": 2, "n_positions": 16, "frames_per_queue": 2, "lines_per_entry": 3, "line_bits": 16,
+              "depth": 2, "buf_lines": 1}
+
+BENCHES = [CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", PARAMS),
+           CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", PARAMS_MIN)]

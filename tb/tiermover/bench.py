@@ -7,22 +7,30 @@ commands offered back to back), after every frame has been filled once:
 * ``evict_heavy``: every command a miss that evicts (30 % writes: write misses allocate without a
   fill, and their frames are written back when evicted later).
 
-Seed 1 (the stimulus is random). A figure of the configuration of ``tb/tiermover/__init__.py`` (4 lines per entry), not a goal.
+Both in the bench configuration (``tb/tiermover/__init__.py``: 4 lines per entry, depth 8, 4-line
+buffers) and, as ``*_deep``, with a 16-job ring and 16-line buffers (``DEEP``: one more Verilator
+build, only here). Seed 1 (the stimulus is random). Figures, not goals.
 """
-from cxlkv.tb.runner import run
-from cxlkv.tb.tiermover import BENCHES
+from cxlkv.tb.runner import CocotbBench, run
+from cxlkv.tb.tiermover import BENCHES, PARAMS, _make_dut
 
 LATENCIES = {"CXLKV_TM_DRAM_LATENCY": "2", "CXLKV_TM_FLASH_LATENCY": "8", "CXLKV_TM_GRANT_LATENCY": "2"}
+DEEP = CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", {**PARAMS, "depth": 16,
+                                                                                  "buf_lines": 16})
 
 
 def measure(commands: int = 2000):
     out = []
-    for mix in ("hit", "evict"):
-        res = run(BENCHES[0], testcase="test_throughput",
-                  env={**LATENCIES, "CXLKV_TM_MIX": mix, "CXLKV_TM_COMMANDS": str(commands), "CXLKV_SEED": "1"})
-        if not res.passed:
-            raise RuntimeError(f"tier mover throughput test ({mix}) failed; see {res.build_dir}/sim.log")
-        out += list(res.metrics.values())
+    for bench, suffix in ((BENCHES[0], ""), (DEEP, "_deep")):
+        for mix in ("hit", "evict"):
+            res = run(bench, testcase="test_throughput",
+                      env={**LATENCIES, "CXLKV_TM_MIX": mix, "CXLKV_TM_COMMANDS": str(commands),
+                           "CXLKV_SEED": "1"})
+            if not res.passed:
+                raise RuntimeError(f"tier mover throughput test ({mix}, {bench.config_id}) failed; "
+                                   f"see {res.build_dir}/sim.log")
+            for rec in res.metrics.values():
+                out.append({**rec, "name": rec["name"] + suffix})
     return out
 
 

@@ -5,7 +5,8 @@ Requests {addr, write, wdata} are accepted when ``req.ready`` is high (low with 
 returns the data as of its acceptance (after every earlier write) and is answered in order on
 ``resp`` after ``latency`` .. ``latency + jitter`` cycles; writes are posted. ``words`` holds real
 data (unwritten lines read 0); the bench's host writes it directly (``words[addr] = v``).
-``on_request(write, addr, data)`` sees every accepted request (the scoreboards' monitor).
+``on_request(write, addr, data)`` sees every accepted request (the scoreboards' monitor); with
+``rst`` given, nothing is sampled while it is high (a DUT left busy by an earlier test).
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 class TierMemory:
     def __init__(self, clk, req, resp, req_packer, rng, *, ready_prob=1.0, burst=1, latency=1, jitter=0,
-                 name="mem", words=None, on_request=None):
+                 name="mem", words=None, on_request=None, rst=None):
         self.clk, self.req, self.resp, self.pack, self.rng = clk, req, resp, req_packer, rng
+        self.rst = rst                          # handshakes while it is high are not requests
         self.ready_prob, self.burst, self.latency, self.jitter = ready_prob, burst, latency, jitter
         self.name = name
         self.words: dict[int, int] = dict(words or {})
@@ -39,7 +41,8 @@ class TierMemory:
         offering = None
         while True:
             await ReadOnly()
-            took_req = bool(req.valid.value) and bool(req.ready.value)
+            in_reset = self.rst is not None and bool(self.rst.value)
+            took_req = bool(req.valid.value) and bool(req.ready.value) and not in_reset
             if bool(req.valid.value) and not bool(req.ready.value):
                 self.stall_cycles += 1
             payload = self.pack.unpack(int(req.payload.value)) if took_req else None

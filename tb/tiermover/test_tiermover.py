@@ -171,11 +171,12 @@ class TierEnv:
         self.dram = TierMemory(dut.clk, StreamPort(dut, "dram_req"), StreamPort(dut, "dram_resp"),
                                Packer(lay.dram_req), rng, ready_prob=ready_prob, burst=3,
                                latency=dram_latency[0], jitter=dram_latency[1] - dram_latency[0], name="dram",
+                               rst=dut.rst,
                                on_request=lambda w, a, d: self._mem("dram", w, a, d))
         self.flash = TierMemory(dut.clk, StreamPort(dut, "flash_req"), StreamPort(dut, "flash_resp"),
                                 Packer(lay.flash_req), rng, ready_prob=ready_prob, burst=3,
                                 latency=flash_latency[0], jitter=flash_latency[1] - flash_latency[0],
-                                name="flash", words=stim.flash0,
+                                name="flash", words=stim.flash0, rst=dut.rst,
                                 on_request=lambda w, a, d: self._mem("flash", w, a, d))
         self.cmd_idle, self.done_ready, self.grant_latency = cmd_idle, done_ready, grant_latency
         self.manual_grants = manual_grants
@@ -244,6 +245,9 @@ class TierEnv:
         dut = self.dut
         while True:
             await ReadOnly()
+            if int(dut.rst.value):        # the state an earlier test left is not this test's traffic
+                await RisingEdge(dut.clk)
+                continue
             self.cycle += 1
             if int(self.cmd_port.valid.value) and int(self.cmd_port.ready.value):
                 if self.first_accept is None:
@@ -386,11 +390,12 @@ async def test_random(dut):
         report_metric(f"tiermover.coverage.{k}", v, "commands", {"commands": len(items)})
 
 
-@cocotb.test()
+@cocotb.test(skip=params().get("frames_per_queue", 3) < 3 or params().get("n_positions", 32) < 16)
 async def test_hazards_back_to_back(dut):
     """Directed hazards with slow flash and fast grants: the same frame evicted on consecutive commands
     (dirty by write misses and by the host's grant), a position evicted and at once refilled into
-    another frame, a hit on a frame still being filled, all offered back to back."""
+    another frame, a hit on a frame still being filled, all offered back to back. Needs 3 frames per
+    queue and 16 positions (skipped in the minimal configuration, whose random test has the same bins)."""
     rng = test_rng()
     cfg = config()
     stim = Stimulus(cfg, rng, p_grant_dirty=0.0)
@@ -440,7 +445,7 @@ async def test_protocol_errors(dut):
     while not env.ereqs:
         await RisingEdge(dut.clk)
     await env.grant(1, 7)                                  # the wrong entry: counted, still waiting
-    await env.grant(2, 5)
+    await env.grant(0, 5)
     for _ in range(3):
         await RisingEdge(dut.clk)
     assert int(dut.grant_mismatch.value) == 2
