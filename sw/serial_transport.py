@@ -142,7 +142,8 @@ class BridgeTransport(Transport):
             await self._quiet()
             if code in NOT_EXECUTED and attempt < self.retries:
                 continue
-            raise TransportError(f"{self.name}: the UART bridge reported {proto.ERROR_NAMES[code]} for an event batch")
+            hint = " (a bitstream from before event batches? rebuild it)" if code == proto.ERR_COMMAND else ""
+            raise TransportError(f"{self.name}: the UART bridge reported {proto.ERROR_NAMES[code]} for an event batch{hint}")
         raise AssertionError("unreachable")
 
 
@@ -227,7 +228,8 @@ class SerialTransport(BridgeTransport):
 
 
 class BridgeEmulator:
-    """The board without the board: a pseudo-terminal served by the bridge and controller golden models.
+    """The board without the board: a pseudo-terminal served by the bridge and controller golden models
+    (register frames and event batches: `cxlkv ctl --transport serial replay` runs against it).
 
     ``path`` is the terminal to open with :class:`SerialTransport`. Bytes are
     fed to :class:`cxlkv.models.uartbridge.BridgeModel` in front of

@@ -2,7 +2,8 @@
 
 Two place-and-route runs (a few minutes of CPU each, one at a time):
 
-* the board top (UART bridge + Controller in the board's configuration, PLL
+* the board top (UART bridge with its event path + Controller in the board's
+  configuration, the tracker on chip: hdl/boards/ulx3s.py; PLL
   constrained at 125 MHz, the goal): ``fpga.ulx3s_85f.fmax_mhz`` for the core
   clock and ``fpga.ulx3s_85f.{lut,ff,bram,dsp}_pct``;
 * cxlkv.hdl.scoring.ScoringPipeline alone between registers
