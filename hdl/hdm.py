@@ -16,10 +16,10 @@ per clock at most), and a three-stage pipeline that moves in lockstep:
   arriving with it, or ``default_sample``; the hint queue is a shift register of
   ``hint_depth`` entries, compacted in one clock (one match removal, one removal at the
   bottom, one append);
-* the output register offers the event (line 0 of an entry in the window) on ``event`` (the
-  tracker's ``event`` layout) and every access on ``route`` (per-access metadata, decode
-  errors included); the pipeline holds while either output is pending and not taken, so
-  backpressure loses nothing.
+* two 2-deep output buffers offer the event (line 0 of an entry in the window) on ``event``
+  (the tracker's ``event`` layout) and every access on ``route`` (per-access metadata, decode
+  errors included); the pipeline moves while both have room (a registered condition), so
+  backpressure loses nothing and the outputs' ``ready`` reaches no pipeline enable.
 
 After a step advances, the previous step's pending hints are stale: they match nothing, and
 are removed one per clock from the bottom of the queue (counted in ``hint_orphans``), or at
@@ -27,6 +27,7 @@ once when a new hint needs the room.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl.tracker import Geometry as TrackerGeometry
@@ -129,15 +130,19 @@ class Hdm(wiring.Component):
         ]
         m.d.comb += self.cfg_error.eq(k_err)
 
-        # ---- pipeline control: the output register holds until both its streams took their item
-        ev_pend, rt_pend = Signal(), Signal()
+        # ---- pipeline control: the stages move while both output buffers (2 deep) have room, a
+        # registered condition, so the outputs' ready never reaches the pipeline's enables
+        m.submodules.ev_out = ev_fifo = SyncFIFO(width=self.event_layout.size, depth=2)
+        m.submodules.rt_out = rt_fifo = SyncFIFO(width=self.route_layout.size, depth=2)
         adv = Signal()
         m.d.comb += [
-            adv.eq(~((ev_pend & ~self.event.ready) | (rt_pend & ~self.route.ready))),
+            adv.eq(ev_fifo.w_rdy & rt_fifo.w_rdy),
             self.access.ready.eq(adv),
             self.hint.ready.eq(adv),
-            self.event.valid.eq(ev_pend),
-            self.route.valid.eq(rt_pend),
+            self.event.valid.eq(ev_fifo.r_rdy), self.event.payload.eq(ev_fifo.r_data),
+            ev_fifo.r_en.eq(self.event.ready),
+            self.route.valid.eq(rt_fifo.r_rdy), self.route.payload.eq(rt_fifo.r_data),
+            rt_fifo.r_en.eq(self.route.ready),
         ]
 
         # ---- stage A (the accept clock): offset into the window, window check, hint check
@@ -275,23 +280,20 @@ class Hdm(wiring.Component):
                 m.d.sync += ents[j].eq(Mux(shift == 0, src[0], Mux(shift == 1, src[1], src[2])))
         m.d.sync += [count.eq(kept + store), nstale.eq(nstale_eff - rb), cur_step.eq(step_eff)]
 
-        # ---- output register
-        with m.If(adv):
-            m.d.sync += [ev_pend.eq(is_ev), rt_pend.eq(a_go)]
-        with m.Else():
-            m.d.sync += [ev_pend.eq(ev_pend & ~self.event.ready), rt_pend.eq(rt_pend & ~self.route.ready)]
+        # ---- into the output buffers
         ok1 = Signal()
         m.d.comb += ok1.eq(s1.status == M.OK)
-        with m.If(adv):
-            ev, rt = self.event.payload, self.route.payload
-            m.d.sync += [
-                ev.layer.eq(s1.layer), ev.head.eq(s1.head), ev.position.eq(s1.position),
-                ev.write.eq(s1.write), ev.sample.eq(sample), ev.step.eq(step_eff),
-                rt.addr.eq(s1.addr), rt.tag.eq(s1.tag), rt.write.eq(s1.write), rt.status.eq(s1.status),
-                rt.event.eq(is_ev), rt.hinted.eq(hinted), rt.layer.eq(s1.layer), rt.head.eq(s1.head),
-                rt.queue.eq(Mux(ok1, s1.layer * g.n_kv_heads + s1.head, 0)),
-                rt.position.eq(s1.position), rt.line.eq(s1.line),
-            ]
+        ev, rt = Signal(self.event_layout), Signal(self.route_layout)
+        m.d.comb += [
+            ev.layer.eq(s1.layer), ev.head.eq(s1.head), ev.position.eq(s1.position),
+            ev.write.eq(s1.write), ev.sample.eq(sample), ev.step.eq(step_eff),
+            rt.addr.eq(s1.addr), rt.tag.eq(s1.tag), rt.write.eq(s1.write), rt.status.eq(s1.status),
+            rt.event.eq(is_ev), rt.hinted.eq(hinted), rt.layer.eq(s1.layer), rt.head.eq(s1.head),
+            rt.queue.eq(Mux(ok1, s1.layer * g.n_kv_heads + s1.head, 0)),
+            rt.position.eq(s1.position), rt.line.eq(s1.line),
+            ev_fifo.w_en.eq(is_ev), ev_fifo.w_data.eq(ev),
+            rt_fifo.w_en.eq(a_go), rt_fifo.w_data.eq(rt),
+        ]
 
         # ---- counters (each steps by at most one per clock)
         incs = {
