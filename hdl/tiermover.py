@@ -302,14 +302,16 @@ class TierMover(wiring.Component):
         wb_fbase = Signal(cfg.flash_addr_bits)
         g = self.evict_grant.payload
         wb_dirty_r = Signal()
-        # frame hazard: an earlier job on the same frame that has not left on ``done`` (its fill may
-        # still be writing the frame; the host's data of a write command lands after its done)
+        # frame hazard: an earlier job on the same frame that writes it and has not left on ``done``:
+        # a fill (it may still be writing the frame) or a write command (the host's data lands after
+        # its done). Read hits, bypasses and bad commands do not hold an eviction back.
         rw = (w - r)[:pw]
         haz = Signal()
         hz = []
         for i in range(D):
             off = (Const(i, ib) - r[:ib])[:ib]
-            hz.append((off < rw) & (j_q[i] == j_q[iw]) & (j_s[i] == j_s[iw]))
+            writes_frame = j_fill[i] | (j_write[i] & ~j_bad[i] & ~j_bypass[i])
+            hz.append((off < rw) & writes_frame & (j_q[i] == j_q[iw]) & (j_s[i] == j_s[iw]))
         m.d.comb += haz.eq(Cat(*hz).any())
         wb_dirty = j_vdirty[iw] | g.dirty_from_host
         with m.If(~wb_busy & (w != e)):

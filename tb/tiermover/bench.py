@@ -7,16 +7,16 @@ commands offered back to back), after every frame has been filled once:
 * ``evict_heavy``: every command a miss that evicts (30 % writes: write misses allocate without a
   fill, and their frames are written back when evicted later).
 
-Both in the bench configuration (``tb/tiermover/__init__.py``: 4 lines per entry, depth 8, 4-line
-buffers) and, as ``*_deep``, with a 16-job ring and 16-line buffers (``DEEP``: one more Verilator
-build, only here). Seed 1 (the stimulus is random). Figures, not goals.
+Both in the bench configuration (``tb/tiermover/__init__.py``: 3 queues x 3 frames, 4 lines per
+entry, depth 8, 4-line buffers) and, as ``*_deep``, with 16 frames per queue of 64 positions, a
+16-job ring and 16-line buffers (``DEEP``: one more Verilator build, only here). Seed 1 (the stimulus is random). Figures, not goals.
 """
 from cxlkv.tb.runner import CocotbBench, run
 from cxlkv.tb.tiermover import BENCHES, PARAMS, _make_dut
 
 LATENCIES = {"CXLKV_TM_DRAM_LATENCY": "2", "CXLKV_TM_FLASH_LATENCY": "8", "CXLKV_TM_GRANT_LATENCY": "2"}
-DEEP = CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover", {**PARAMS, "depth": 16,
-                                                                                  "buf_lines": 16})
+DEEP = CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover",
+                   {**PARAMS, "n_positions": 64, "frames_per_queue": 16, "depth": 16, "buf_lines": 16})
 
 
 def measure(commands: int = 2000):
