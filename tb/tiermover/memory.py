@@ -43,7 +43,7 @@ class TierMemory:
             await ReadOnly()
             in_reset = self.rst is not None and bool(self.rst.value)
             took_req = bool(req.valid.value) and bool(req.ready.value) and not in_reset
-            if bool(req.valid.value) and not bool(req.ready.value):
+            if bool(req.valid.value) and not bool(req.ready.value) and not in_reset:
                 self.stall_cycles += 1
             payload = self.pack.unpack(int(req.payload.value)) if took_req else None
             took_resp = bool(resp.valid.value) and bool(resp.ready.value)

@@ -191,6 +191,7 @@ class TierEnv:
         self.cycle = 0
         self.first_accept = None
         self.accepted = 0
+        self.cmd_stalls = 0          # cycles with cmd valid and not ready, as the monitor saw them
         self.last_done_cycle = None
 
     def _mem(self, port, write, addr, data):
@@ -249,6 +250,8 @@ class TierEnv:
                 await RisingEdge(dut.clk)
                 continue
             self.cycle += 1
+            if int(self.cmd_port.valid.value) and not int(self.cmd_port.ready.value):
+                self.cmd_stalls += 1
             if int(self.cmd_port.valid.value) and int(self.cmd_port.ready.value):
                 if self.first_accept is None:
                     self.first_accept = self.cycle
@@ -381,7 +384,9 @@ async def test_random(dut):
     for name in M.COUNTERS_RTL[2:]:
         assert int(getattr(dut, name).value) == 0, f"{name} = {int(getattr(dut, name).value)}"
     assert int(dut.err_status.value) == 0
-    assert int(dut.stall_cycles.value) > 0 and int(dut.mem_wait_cycles.value) > 0
+    assert int(dut.stall_cycles.value) == env.cmd_stalls > 0
+    wait, d, f = int(dut.mem_wait_cycles.value), env.dram.stall_cycles, env.flash.stall_cycles
+    assert max(d, f) <= wait <= d + f and wait > 0, (wait, d, f)     # cycles either port waited
     dut._log.info("coverage %s; stall_cycles %d, mem_wait_cycles %d", stim.cover, int(dut.stall_cycles.value),
                   int(dut.mem_wait_cycles.value))
     missing = [k for k, v in stim.cover.items() if v == 0]
