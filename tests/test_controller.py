@@ -98,8 +98,10 @@ def test_full_geometry_elaborates():
 
     from cxlkv.hdl.controller import Controller
     top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external")
-    assert {"event", "decision", "meta_req", "link_resp"} <= set(top.signature.members)
     Fragment.get(top, None)
+    ports = set(top.signature.members)
+    assert {"event", "decision", "access", "hint", "route"} <= ports
+    assert top._memory_ports() and set(top._memory_ports()) <= ports    # the tracker's memory ports, whichever it has
     from cxlkv.models.controller import tracker_placement
     assert tracker_placement("auto", 32 * 8, 1 << 13) == "none"
     assert tracker_placement("auto", 4 * 2, 1 << 10) == "onchip"
@@ -174,7 +176,8 @@ def test_replay_shipped_trace_sim_equals_policy_hw(sim_dev):
     trace = load_trace(SHIPPED)
     for entries in (P.entries_from_budget(trace, 10), 8):
         got = _check_replay(sim_dev, trace, entries)
-        assert got["evictions"] > 0 and got["stall_cycles"] == 0 and got["decision_errors"] == 0
+        # STALL_CYCLES: the pipelined tracker counts the cycle its first event waits for the read answer
+        assert got["evictions"] > 0 and got["stall_cycles"] <= 1 and got["decision_errors"] == 0
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -483,8 +486,10 @@ def test_hdm_path_sim_equals_model(sim, throttle):
         dev.configure(enable=1, queue_budget=6, pin_first=1)
         dev.configure_hdm(cfg)
         dec, routes = asyncio.run(t.accesses(rec))
+        counters = dev.counters()
+        counters.pop("stall_cycles")        # timing: cycles an event waited for its metadata read (model: 0)
         outs.append((dec.tobytes(), routes.tobytes(), {r: dev.read_reg(r) for r in HDM_COUNTER_REGS},
-                     dev.counters(), dev.status(), dev.read_fields("HDM_STEP"), dev.read_fields("HINTS_PENDING")))
+                     counters, dev.status(), dev.read_fields("HDM_STEP"), dev.read_fields("HINTS_PENDING")))
         dev._loop.close()
     assert outs[0][2] == outs[1][2], (outs[0][2], outs[1][2])
     for a, b in zip(outs[0], outs[1]):

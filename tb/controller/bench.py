@@ -4,6 +4,9 @@
 * ``sim.replay_cycles_per_s`` and ``sim.replay_events_per_s``: a shipped trace driven through
   the event port by the harness's batch operation (the tracker busy every cycle), measured
   around the batch alone; ``sim.replay_cycles_per_event`` is the tracker's sequential cost.
+* ``sim.replay_hdm_events_per_s`` and ``sim.replay_hdm_cycles_per_event``: the same trace as the
+  host sends it, line 0 of each entry and a hint before each read whose sample is not the
+  default, through the HDM decode (harness op ACCESSES).
 
 Run: ``.venv/bin/python -m cxlkv.tb.controller.bench`` (or ``make bench``).
 """
@@ -33,10 +36,10 @@ def measure():
     from cxlkv.models.trace import load_trace
     from cxlkv.sw.driver import Device
 
-    t = SimTransport(**CONFIG)
+    t = SimTransport(timeout_s=600.0, **CONFIG)
     try:
         t.step(1000)                          # warm up
-        cycles = 20_000_000
+        cycles = 5_000_000
         start = time.perf_counter()
         t.step(cycles)
         idle_s = time.perf_counter() - start
@@ -54,14 +57,33 @@ def measure():
             c0 = t.cycles
             s0 = time.perf_counter()
             await t.events(rec)
-            return time.perf_counter() - s0, t.cycles - c0
-        replay_s, replay_cycles = asyncio.run(replay())
+            out = (time.perf_counter() - s0, t.cycles - c0)
+
+            # again through the HDM decode, from the cleared state
+            from cxlkv.models import hdm as MH
+            from cxlkv.sw.transport import access_records
+            geom = MH.HdmGeometry(CONFIG["n_layers"], CONFIG["n_kv_heads"], 1 << CONFIG["entries_log2"])
+            cfg = MH.HdmConfig.packed(geom)
+            items = access_records(MH.stimulus_from_trace(trace, geom, cfg, lines="first"))
+            await dev.write_fields("CONTROL", enable=0)
+            await dev.configure_hdm(cfg)
+            await dev.write_fields("CONTROL", enable=1)
+            t.step(10_000)
+            c0 = t.cycles
+            s0 = time.perf_counter()
+            dec, _ = await t.accesses(items)
+            assert len(dec) == len(trace)
+            return out + (time.perf_counter() - s0, t.cycles - c0, len(items))
+        replay_s, replay_cycles, hdm_s, hdm_cycles, n_items = asyncio.run(replay())
     finally:
         asyncio.run(t.close())
     n = len(trace)
     common = {**CONFIG, "design": DESIGN}
     rcfg = {**common, "trace": TRACE.name, "events": n, "entries": entries,
             "stimulus": "batch event op, decisions drained every cycle (socket transfer included)"}
+    hcfg = {**rcfg, "items": n_items, "stimulus": "harness op ACCESSES: line 0 of each entry (512-byte entries, "
+            "packed window), a sample hint before each read whose sample is not 0, routes and decisions drained "
+            "every cycle (socket transfer included)"}
     return [
         {"name": "sim.harness_cycles_per_s", "value": round(cycles / idle_s), "unit": "cycles/s",
          "config": {**common, "cycles": cycles, "stimulus": "free-running clock, no bus traffic"}},
@@ -69,6 +91,9 @@ def measure():
         {"name": "sim.replay_events_per_s", "value": round(n / replay_s), "unit": "events/s", "config": rcfg},
         {"name": "sim.replay_cycles_per_event", "value": round(replay_cycles / n, 3), "unit": "cycles/event",
          "config": rcfg},
+        {"name": "sim.replay_hdm_events_per_s", "value": round(n / hdm_s), "unit": "events/s", "config": hcfg},
+        {"name": "sim.replay_hdm_cycles_per_event", "value": round(hdm_cycles / n, 3), "unit": "cycles/event",
+         "config": hcfg},
     ]
 
 
