@@ -52,21 +52,15 @@ def test_board_parameters_are_checked():
     assert fpga.main(["bitstream", "--param", "n_heads=3"]) == 2          # refused before any tool runs
 
 
-def test_board_controller_carries_the_tracker_and_fits_the_shipped_traces():
+def test_board_controller_carries_the_tracker():
     """The board's controller has the tracker on chip (event path over the UART), at a geometry
-    within the block RAM arithmetic of docs/fpga.md, holding the shipped traces."""
+    within what docs/fpga.md found to fit the part (the tracker's slot lists are flip-flops)."""
     from cxlkv.models.controller import ControllerModel
-    from cxlkv.models.trace import load_trace
     for name in sorted(boards()):
         params = get_board(name).controller
         model = ControllerModel(**params)
         assert model.has_tracker and params["tracker"] == "onchip"
-        words = model.n_queues * model.n_positions
-        assert words <= 16 * 1024                       # 16 Ki words per region is what 208 DP16KD hold
-        for trace in ("tiny_llama_stdlib_thr001.npz", "tiny_llama_stdlib_top32.npz"):
-            t = load_trace(ROOT / "traces" / trace)
-            assert t.n_layers <= model.n_layers and t.n_kv_heads <= model.n_kv_heads
-            assert int(t.pos.max()) < model.n_positions
+        assert model.n_queues * model.n_positions <= 512
     assert fpga.main(["bitstream", "--param", "tracker=bogus"]) == 2        # refused before any tool runs
     assert fpga.main(["bitstream", "--param", "entries_log2=x"]) == 2
 

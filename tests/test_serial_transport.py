@@ -223,33 +223,45 @@ def test_bad_event_answers_raise_clear_errors(answer, message):
     assert len(line.sent) == 1
 
 
-def test_bringup_replay_commands_run_against_the_emulated_board():
-    """docs/bringup.md, section 5: the emulator and `cxlkv ctl --transport serial replay` as documented."""
+def test_bringup_replay_commands_run_against_the_emulated_board(tmp_path):
+    """docs/bringup.md, section 5: a trace that fits the board, the emulator with the board's
+    configuration and `cxlkv ctl --transport serial replay`, as documented; equal to `policy replay`."""
     import json
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
     doc = (root / "docs" / "bringup.md").read_text()
+    synth = "cxlkv trace synth --family mixed --prefill 32 --steps 32 --out build/board_trace.npz"
+    assert synth in doc
     assert "python -m cxlkv.sw.serial_transport emulate --board ulx3s-85f" in doc
-    assert "cxlkv ctl --transport serial --device /dev/pts/3 replay traces/tiny_llama_stdlib_thr001.npz" in doc
+    assert "cxlkv ctl --transport serial --device /dev/pts/3 replay build/board_trace.npz --entries 25%" in doc
+    trace = str(tmp_path / "board_trace.npz")
+    cli = [sys.executable, "-m", "cxlkv.sw.cli"]
+    args = synth.split()[1:-1] + [trace]
+    made = subprocess.run(cli + args, capture_output=True, text=True, cwd=root, timeout=120)
+    assert made.returncode == 0, made.stderr
     emu = subprocess.Popen([sys.executable, "-m", "cxlkv.sw.serial_transport", "emulate", "--board", "ulx3s-85f"],
                            stdout=subprocess.PIPE, text=True, cwd=root)
     try:
         path = emu.stdout.readline().strip()
         assert path.startswith("/dev/")
-        cli = [sys.executable, "-m", "cxlkv.sw.cli", "ctl"]
-        out = subprocess.run(cli + ["--transport", "serial", "--device", path, "replay", TRACE, "--entries", "10%",
-                                    "--json"], capture_output=True, text=True, cwd=root, timeout=240)
+        out = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", path, "replay", trace,
+                                    "--entries", "25%", "--json"], capture_output=True, text=True, cwd=root,
+                             timeout=240)
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)
-        ref = subprocess.run([sys.executable, "-m", "cxlkv.sw.cli", "policy", "replay", TRACE, "--policy", "hw",
-                              "--entries", "10%", "--json"], capture_output=True, text=True, cwd=root, timeout=240)
+        ref = subprocess.run(cli + ["policy", "replay", trace, "--policy", "hw", "--entries", "25%", "--json"],
+                             capture_output=True, text=True, cwd=root, timeout=240)
         want = json.loads(ref.stdout)
         for key in ("events", "reads", "read_hits", "writes", "fills", "evictions", "attention_recall"):
             assert got[key] == want[key], key
-        bad = subprocess.run(cli + ["--transport", "serial", "--device", "/dev/cxlkv-no-such-tty", "replay", TRACE,
-                                    "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=60)
+        # the shipped traces (positions up to 511) exceed the board's 64 positions: refused, no traceback
+        big = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", path, "replay", TRACE,
+                                    "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=120)
+        assert big.returncode == 2 and "exceeds the device's" in big.stderr and "Traceback" not in big.stderr
+        bad = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", "/dev/cxlkv-no-such-tty", "replay",
+                                    trace, "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=60)
         assert bad.returncode == 2 and "cannot open serial port" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         emu.terminate()

@@ -6,18 +6,14 @@ tracker's memories are on chip; docs/fpga.md).
 """
 from cxlkv.hdl.boards import Board
 
-#: The controller on the board: the tracker with its per-position memories in block RAM.
-#: 4 layers x 2 KV heads x 2^10 positions = 8 Ki words per region: the harness's default build
-#: (so a replay over the UART is the same build as `ctl --transport sim replay`), the geometry of
-#: the shipped traces (4 x 2, positions < 512), and ~30 % of the part's DP16KD blocks
-#: (docs/fpga.md, "The tracker on the board": the BRAM arithmetic; 16 Ki words is the most that fits).
-#: Llama-3-8B's 32 x 8 x 2^13 needs 2 Mi words per region: device DRAM behind the tracker's
-#: memory ports (``tracker="external"``), not wired yet.
-#: default core clock of the board top: met with margin by the board top with the tracker (36.39 MHz
-#: achieved at a 125 MHz constraint, docs/fpga.md); the goal stays 125 MHz (make bench)
-CORE_MHZ = 30.0
-
-CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10, "bitags": 16, "tracker": "onchip"}
+#: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^6 positions.
+#: The pipelined tracker keeps one slot per position (its ``max_budget`` defaults to the positions
+#: and Controller does not pass it yet), and its per-slot prev/next lists and bucket ring have
+#: several write ports, so they become flip-flops: at 4 x 2 x 2^10 that was 205,719 FFs (the part
+#: has 83,640) and yosys ran out of memory. 2^6 positions fit (docs/fpga.md, "The tracker on the
+#: board"); the shipped traces (positions < 512) need max_budget exposed by the controller.
+#: Llama-3-8B's 32 x 8 x 2^13 needs device DRAM behind the ``external`` ports, not wired yet.
+CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 6, "bitags": 16, "tracker": "onchip"}
 
 
 def _platform():
