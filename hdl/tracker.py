@@ -500,7 +500,7 @@ class Tracker(wiring.Component):
 
         # lowest non-empty ring bucket, counted from the ring's base kc - L
         base_idx = Signal(g.bb)
-        m.d.comb += base_idx.eq((kc - lazy)[:g.bb])
+        m.d.comb += base_idx.eq(kc[:g.bb] - lazy[:g.bb])        # mod R: only the low bits count
         above = Signal(R)
         m.d.comb += above.eq(bitmap & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
                                             for i in range(R)]))
@@ -557,7 +557,8 @@ class Tracker(wiring.Component):
 
         # -- victim (a miss with a full queue)
         free = Signal()
-        m.d.comb += free.eq(nres < self.budget)
+        # a budget beyond the slots (cfg_error) acts as max_budget: no slot index ever overflows
+        m.d.comb += free.eq((nres < self.budget) & (nres < g.max_budget))
         from_exp = Signal()
         m.d.comb += from_exp.eq(vld(ehead))
         vic = Signal(g.sb)

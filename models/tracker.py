@@ -297,7 +297,7 @@ class TrackerModel:
             if not pinned:
                 self._unlink(q, qs, slot)
         else:
-            if qs.nres < cfg.budget:
+            if qs.nres < min(cfg.budget, self.max_budget):     # beyond max_budget (cfg_error): as max_budget
                 slot = qs.nres
                 qs.nres += 1
             else:
