@@ -30,7 +30,7 @@ from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
 from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS, check_n_buckets,
-                                     tracker_placement)
+                                     max_slots, tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
@@ -143,7 +143,8 @@ class Controller(wiring.Component):
     ``entries_log2`` (positions tracked per queue), ``bitags`` (BI-snoop tags),
     ``tracker``: 'auto' (on chip when queues x positions <= ONCHIP_MAX_WORDS, else none),
     'onchip', 'external' (memory ports on the top) or 'none'; ``n_buckets``: the tracker's
-    deadline ring per queue (a power of two; HW_RING reads its log2). The other ``hw``
+    deadline ring per queue (a power of two; HW_RING reads its log2); ``max_budget``: the
+    tracker's slots per queue (default min(positions, 65,536); HW_RING.slots_log2). The other ``hw``
     parameters are registers (TLN_R, TLN_D, HW_BUCKET, HW_SAMPLE).
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
@@ -152,10 +153,11 @@ class Controller(wiring.Component):
     """
 
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
+        self.max_budget = max_slots(1 << entries_log2, max_budget)
         self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
         ports = {"s_axil": In(AXI4LiteSignature()), "irq": Out(1)}
         self.geom = None
@@ -184,7 +186,9 @@ class Controller(wiring.Component):
 
     def _new_tracker(self):
         g = self.geom
-        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
+        if self.max_budget == g.n_positions:
+            return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
+        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget)
 
     def _memory_ports(self):
         return [n for n in TrackerMemory.NAMES if n in self._tracker_ports]
@@ -239,7 +243,8 @@ class Controller(wiring.Component):
     def _elaborate_tracker(self, m, regs, cold):
         g = self.geom
         trk = self._new_tracker()
-        m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1)]
+        m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
+                     regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
         # CONTROL.enable = 0 holds the tracker (and its memory sweep) in reset: a replay starts
         # from the empty state the policy model starts from
@@ -300,7 +305,7 @@ class Controller(wiring.Component):
         m.d.comb += [
             tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
             f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> regs.hw_bucket_bits),
-            ring_error.eq((f_max + 2 > g.n_buckets) | trk.cfg_error),
+            ring_error.eq((f_max + 2 > g.n_buckets) | (trk.budget > self.max_budget) | trk.cfg_error),
             regs.status_ring_error.eq(ring_error),
             regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy)),
         ]
@@ -434,6 +439,6 @@ class Controller(wiring.Component):
 def verilog_tops():
     return {"controller": lambda: Controller(),
             # the full Llama-70B geometry must elaborate and lint, with the tracker's memories
-            # as ports (device DRAM)
+            # as ports (device DRAM) and 256 slots per queue on chip (the tracker's tracker_full)
             "controller_llama70b": lambda: Controller(n_layers=80, n_kv_heads=8, entries_log2=17,
-                                                      tracker="external")}
+                                                      tracker="external", max_budget=256)}

@@ -109,6 +109,16 @@ def check_n_buckets(n_buckets) -> int:
     return n_buckets
 
 
+def max_slots(n_positions: int, max_budget=None) -> int:
+    """The tracker's slots per queue: the largest budget it runs (tracker.Geometry's default)."""
+    slots = min(n_positions, T.MAX_BUDGET_LIMIT) if max_budget is None else max_budget
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 2 or slots & (slots - 1) or \
+            slots > min(n_positions, T.MAX_BUDGET_LIMIT):
+        raise ValueError(f"max_budget must be a power of two in 2 .. {min(n_positions, T.MAX_BUDGET_LIMIT)}, "
+                         f"got {max_budget!r}")
+    return slots
+
+
 def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
     """Where the tracker's per-position memories live: 'onchip', 'external' (memory ports on
     the top) or 'none' (no tracker). 'auto' is on chip up to ONCHIP_MAX_WORDS words, else none."""
@@ -121,11 +131,12 @@ def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
 
 class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
         self.n_buckets = check_n_buckets(n_buckets)
+        self.max_budget = max_slots(self.n_positions, max_budget)
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.regs = RegisterFile()
         self.formats = FormatTable(self.n_queues, self.regs)
@@ -144,6 +155,7 @@ class ControllerModel:
         self.hdm_geom = MH.HdmGeometry(n_layers, n_kv_heads, self.n_positions, **HDM_PARAMS)
         self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config()) if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
+        self.regs.set_hw("HW_RING", "slots_log2", self.max_budget.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
         self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS), 0)
         self._publish()
@@ -177,7 +189,8 @@ class ControllerModel:
             if self.has_tracker:
                 self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config())
         elif self.tracker is None:
-            self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets)
+            self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets,
+                                          max_budget=self.max_budget)
         self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
         self._publish()
         return resp
@@ -235,7 +248,8 @@ class ControllerModel:
 
     @property
     def ring_error(self) -> bool:
-        return self.has_tracker and T.buckets_needed(self._config()) > self.n_buckets
+        cfg = self._config()
+        return self.has_tracker and (T.buckets_needed(cfg) > self.n_buckets or cfg.budget > self.max_budget)
 
     def _publish(self):
         for reg, v in self.counts.items():

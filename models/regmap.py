@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "67fc430c27183d9df7f4f295922aae127b175c646160af26c8be877f2e9ef74e"
+SOURCE_SHA256 = "403bb6f87f6f71fd7b3f163b6f6afb56210fc964a2661351e0925797ae1377f5"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -44,7 +44,7 @@ REGISTERS = (
         Field('cfg_reject', 2, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A write was refused since the last clear (write 1 to clear). Set by the register block itself.'),
         Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Events wait: the tracker clears its queue state, its memories are swept (after reset and every CONTROL.enable 0 -> 1), or the decay-rate divider recomputes after a TAU change.'),
         Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
-        Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built into the hardware (HW_RING): events are held until the configuration fits.'),
+        Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The tracker cannot run the configuration exactly: TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built in, or QUEUE_BUDGET exceeds the slots built in (HW_RING): events are held until it fits.'),
         Field('hdm_cfg_error', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The HDM decode refuses its configuration (HDM_*): every access decodes as outside, every hint is bad (counted).'),
     )),
     Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
@@ -120,6 +120,7 @@ REGISTERS = (
     )),
     Register('HW_RING', 0x090, 32, external=False, desc="The tracker's deadline-bucket ring, fixed at synthesis.", fields=(
         Field('buckets_log2', 0, 5, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='log2 of the buckets per queue.'),
+        Field('slots_log2', 8, 5, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="log2 of the tracker's slots per queue: the largest QUEUE_BUDGET it runs (a larger one sets STATUS.ring_error)."),
     )),
     Register('HDM_BASE_LO', 0x0a0, 32, external=False, desc='HDM window base, low word', fields=(
         Field('value', 0, 32, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Base bits [31:0]; bits 5:0 must be 0.'),

@@ -248,7 +248,11 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     if trace.n_layers > info["n_layers"] or trace.n_kv_heads > info["n_kv_heads"] or maxpos >= n_pos:
         raise DeviceError(f"the trace's geometry ({trace.n_layers} layers x {trace.n_kv_heads} KV heads, positions up to "
                           f"{maxpos}) exceeds the device's ({info['n_layers']} x {info['n_kv_heads']}, {n_pos} positions)")
-    ring = 1 << (await dev.read_fields("HW_RING"))["buckets_log2"]
+    hw_ring = await dev.read_fields("HW_RING")
+    ring = 1 << hw_ring["buckets_log2"]
+    if entries > 1 << hw_ring["slots_log2"]:
+        raise ConfigError(f"entries = {entries}: the device's tracker runs at most {1 << hw_ring['slots_log2']} "
+                          f"entries per queue (HW_RING.slots_log2)")
     need = buckets_needed(hw_regs[("TLN_R", "value")], hw_regs[("TLN_D", "value")], params.hw_bucket_bits)
     if need > ring:
         raise ConfigError(f"hw_rank_tau = {params.hw_rank_tau}, hw_rank_tau_long = {params.hw_rank_tau_long} and "

@@ -97,7 +97,7 @@ def test_full_geometry_elaborates():
     from amaranth.hdl import Fragment
 
     from cxlkv.hdl.controller import Controller
-    top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external")
+    top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external", max_budget=256)
     Fragment.get(top, None)
     ports = set(top.signature.members)
     assert {"event", "decision", "access", "hint", "route"} <= ports
@@ -523,3 +523,21 @@ def test_hdm_refused_configuration_and_errors(sim):
         with pytest.raises(EventPortError, match="stalled"):                    # CONTROL.enable = 0
             asyncio.run(t.accesses(access_records([("access", MH.Access(0))])))
         dev._loop.close()
+
+
+def test_budget_beyond_the_slots_is_flagged_and_refused():
+    """A build with fewer tracker slots than positions: a larger QUEUE_BUDGET sets ring_error and
+    holds events (model; the RTL is the same check), and the driver refuses it first."""
+    t = ModelTransport(**PARAMS, max_budget=16)
+    dev = _device(t)
+    assert dev.read_fields("HW_RING") == {"buckets_log2": 7, "slots_log2": 4}
+    dev.configure(enable=1, queue_budget=17)
+    assert dev.status()["ring_error"] == 1
+    with pytest.raises(EventPortError, match="stalled"):
+        asyncio.run(t.events(np.zeros(1, EVENT_DTYPE)))
+    dev.configure(queue_budget=16)
+    assert dev.status()["ring_error"] == 0
+    with pytest.raises(ConfigError, match="at most 16 entries per queue"):
+        dev.replay(random_trace(np.random.default_rng(3), n=50), 17)
+    _check_replay(dev, random_trace(np.random.default_rng(3), n=500), 16)
+    dev._loop.close()

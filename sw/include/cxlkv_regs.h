@@ -296,6 +296,9 @@ extern "C" {
 #define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bm 0x1f
 #define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bp 0
 #define CXLKV_REGS__HW_RING__BUCKETS_LOG2_bw 5
+#define CXLKV_REGS__HW_RING__SLOTS_LOG2_bm 0x1f00
+#define CXLKV_REGS__HW_RING__SLOTS_LOG2_bp 8
+#define CXLKV_REGS__HW_RING__SLOTS_LOG2_bw 5
 
 // reg - cxlkv_regs::HDM_BASE_LO
 #define CXLKV_REGS__HDM_BASE_LO__VALUE_bm 0xffffffff
