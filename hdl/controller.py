@@ -388,6 +388,12 @@ class Controller(wiring.Component):
                   sorted({n for names in COUNTER_SOURCES.values() for n in names})}     # stable Verilog
         steps = {reg: sum(pulses[n] for n in names) for reg, names in COUNTER_SOURCES.items()}
         steps["PHASE_CHANGES"] = ph.phase_change
+        # a request of the tracker on a memory port waiting for ready (the memory's backpressure;
+        # seen at the ports, so the tracker's internal latency waits are not in it)
+        stall = Signal()
+        m.d.comb += stall.eq(sum((getattr(trk, n).valid & ~getattr(trk, n).ready)
+                                 for n in self._memory_ports() if n in ("meta_req", "meta_rd", "meta_wr", "link_req")) != 0)
+        steps["STALL_CYCLES"] = stall
         for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
             steps[reg] = pulse(hdm, name, "hdm_")
         counters = {}

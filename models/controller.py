@@ -52,7 +52,7 @@ TRACKER_CHOICES = ("auto", "onchip", "external", "none")
 #: counter register <- tracker counter(s) it counts (each steps by at most one per cycle)
 COUNTER_SOURCES = {
     "READS": ("reads",), "READ_HITS": ("read_hits",), "WRITES": ("writes",), "EVICTIONS": ("evictions",),
-    "NO_VICTIM": ("no_victim",), "VICTIM_NONE": ("victim_none",), "STALL_CYCLES": ("mem_wait_cycles",),
+    "NO_VICTIM": ("no_victim",), "VICTIM_NONE": ("victim_none",),
     "STEP_ERRORS": ("step_errors",), "BAD_EVENTS": ("bad_events",),
 }
 
@@ -67,7 +67,10 @@ HDM_COUNTERS = {
 HDM_PARAMS = {"addr_width": 52, "tag_width": 16, "hint_depth": 8}
 
 #: counters the top counts itself
-OWN_COUNTERS = ("PHASE_CHANGES", "COLDLIST_DROPS", *HDM_COUNTERS)
+#: (STALL_CYCLES: cycles a request of the tracker on a memory port waited for ``ready``; the
+#: on-chip TrackerMemory never makes it wait once swept, so 0 here; with 'external' memory it
+#: is the memory's backpressure, which the model does not know)
+OWN_COUNTERS = ("STALL_CYCLES", "PHASE_CHANGES", "COLDLIST_DROPS", *HDM_COUNTERS)
 #: the count field of a cold-list entry (CHMU counter_width)
 COLDLIST_COUNT_BITS = 16
 
