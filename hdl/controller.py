@@ -240,7 +240,7 @@ class Controller(wiring.Component):
             self._elaborate_tracker(m, regs, cold)
         return m
 
-    def _elaborate_tracker(self, m, regs, cold):
+    def _elaborate_tracker(self, m, regs, cold):  # noqa: C901 (one top, wired in one place)
         g = self.geom
         trk = self._new_tracker()
         m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
@@ -319,10 +319,40 @@ class Controller(wiring.Component):
         hdm = self._new_hdm()
         m.submodules.hdm = ResetInserter(held)(hdm)
         en = regs.control_enable
-        for name in ("access", "hint"):
-            outer, inner = getattr(self, name), getattr(hdm, name)
-            m.d.comb += [inner.payload.eq(outer.payload), inner.valid.eq(outer.valid & en),
-                         outer.ready.eq(inner.ready & en)]
+        m.d.comb += [hdm.access.payload.eq(self.access.payload), hdm.access.valid.eq(self.access.valid & en),
+                     self.access.ready.eq(hdm.access.ready & en)]
+
+        # hints: the hint port, and the register push (HINT_PUSH) through a one-hint holding
+        # register; the held one goes first, the choice held while an offer waits
+        held_hint = Signal(hdm.hint_layout)
+        held_valid = Signal()
+        lb, hb, pb = hdm.geom.lb, hdm.geom.hb, hdm.geom.pb
+        push = regs.hint_push_push
+        fits = Signal()
+        push_drop = Signal()
+        m.d.comb += [
+            fits.eq(((regs.hint_entry_layer >> lb) == 0) & ((regs.hint_entry_head >> hb) == 0) &
+                    ((regs.hint_entry_position >> pb) == 0)),
+            push_drop.eq(push & (held_valid | ~en | ~fits)),
+            regs.status_hint_busy.eq(held_valid),
+        ]
+        with m.If(push & ~push_drop):
+            m.d.sync += [held_valid.eq(1), held_hint.step.eq(regs.hint_step_step),
+                         held_hint.has_sample.eq(regs.hint_push_has_sample), held_hint.layer.eq(regs.hint_entry_layer),
+                         held_hint.head.eq(regs.hint_entry_head), held_hint.position.eq(regs.hint_entry_position),
+                         held_hint.sample.eq(regs.hint_push_sample)]
+        hsel = Signal()
+        hhold = Signal()
+        hcur = Signal()
+        m.d.comb += [
+            hsel.eq(Mux(hhold, hcur, held_valid)),
+            hdm.hint.payload.eq(Mux(hsel, held_hint, self.hint.payload)),
+            hdm.hint.valid.eq(Mux(hsel, held_valid, self.hint.valid) & en),
+            self.hint.ready.eq(~hsel & hdm.hint.ready & en),
+        ]
+        m.d.sync += [hhold.eq(hdm.hint.valid & ~hdm.hint.ready), hcur.eq(hsel)]
+        with m.If(hsel & hdm.hint.valid & hdm.hint.ready):
+            m.d.sync += held_valid.eq(0)
         wiring.connect(m, hdm.route, wiring.flipped(self.route))
 
         def in_use(reg, built):
@@ -396,6 +426,7 @@ class Controller(wiring.Component):
         steps["STALL_CYCLES"] = stall
         for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
             steps[reg] = pulse(hdm, name, "hdm_")
+        steps["HINT_PUSH_DROPS"] = push_drop
         counters = {}
         for reg, step in steps.items():
             c = Signal(COUNTER_WIDTH, name=f"count_{reg.lower()}")

@@ -70,7 +70,7 @@ HDM_PARAMS = {"addr_width": 52, "tag_width": 16, "hint_depth": 8}
 #: (STALL_CYCLES: cycles a request of the tracker on a memory port waited for ``ready``; the
 #: on-chip TrackerMemory never makes it wait once swept, so 0 here; with 'external' memory it
 #: is the memory's backpressure, which the model does not know)
-OWN_COUNTERS = ("STALL_CYCLES", "PHASE_CHANGES", "COLDLIST_DROPS", *HDM_COUNTERS)
+OWN_COUNTERS = ("STALL_CYCLES", "PHASE_CHANGES", "COLDLIST_DROPS", "HINT_PUSH_DROPS", *HDM_COUNTERS)
 #: the count field of a cold-list entry (CHMU counter_width)
 COLDLIST_COUNT_BITS = 16
 
@@ -182,10 +182,14 @@ class ControllerModel:
 
     def write32(self, addr: int, value: int) -> int:
         resp = self.regs.write(addr, value)
+        pushed = False
         for key in self.regs.pulses:
             if key == ("CONTROL", "counters_clear"):
                 self.counts = dict.fromkeys(self.counts, 0)
+            pushed |= key == ("HINT_PUSH", "push")
         self.regs.pulses.clear()
+        if pushed:
+            self._hint_push()
         enabled = bool(self.regs.get("CONTROL", "enable")) and self.has_tracker
         if not enabled:
             self.tracker = None                 # held cleared while disabled
@@ -207,6 +211,22 @@ class ControllerModel:
             alpha=g("ALPHA", "value"), rate_mant=rate.mant, rate_shift=rate.shift,
             tln_r=g("TLN_R", "value"), tln_d=g("TLN_D", "value"), bucket_bits=g("HW_BUCKET", "bits"),
             write_sample=g("HW_SAMPLE", "write_sample"), read_credit=g("HW_SAMPLE", "read_credit"))
+
+    def _hint_push(self):
+        """HINT_PUSH.push: one hint to the HDM decode (taken at once at transaction level), or a
+        counted drop while disabled or for an entry wider than the built geometry."""
+        g = self.regs.get
+        layer, head, pos = g("HINT_ENTRY", "layer"), g("HINT_ENTRY", "head"), g("HINT_ENTRY", "position")
+        geo = self.hdm_geom
+        if self.hdm is None or not g("CONTROL", "enable") or layer >> geo.lb or head >> geo.hb or pos >> geo.pb:
+            self.counts["HINT_PUSH_DROPS"] += 1
+            return
+        before = dict(self.hdm.counters)
+        self.hdm.configure(self._hdm_config())
+        self.hdm.hint(MH.Hint(g("HINT_STEP", "step"), g("HINT_PUSH", "has_sample"), layer, head, pos,
+                              g("HINT_PUSH", "sample")))
+        for reg, name in HDM_COUNTERS.items():
+            self.counts[reg] += (self.hdm.counters[name] - before[name]) % (1 << 32)
 
     def _hdm_config(self) -> MH.HdmConfig:
         g = self.regs.get

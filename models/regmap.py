@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "403bb6f87f6f71fd7b3f163b6f6afb56210fc964a2661351e0925797ae1377f5"
+SOURCE_SHA256 = "ead73f975ff97f58ee0147302f02d553bd225e5d3a9b569046e1ebe17f97925d"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -46,6 +46,7 @@ REGISTERS = (
         Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
         Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The tracker cannot run the configuration exactly: TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built in, or QUEUE_BUDGET exceeds the slots built in (HW_RING): events are held until it fits.'),
         Field('hdm_cfg_error', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The HDM decode refuses its configuration (HDM_*): every access decodes as outside, every hint is bad (counted).'),
+        Field('hint_busy', 7, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A pushed hint (HINT_PUSH) waits for the HDM decode.'),
     )),
     Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
         Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write. Set by the register block itself.'),
@@ -156,6 +157,19 @@ REGISTERS = (
         Field('count', 0, 8, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Sample hints of the current step waiting for their read.'),
         Field('depth', 8, 8, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Depth of the hint queue (elaborated).'),
     )),
+    Register('HINT_STEP', 0x0c8, 32, external=False, desc='Hint step', fields=(
+        Field('step', 0, 32, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Step of the next pushed hint.'),
+    )),
+    Register('HINT_ENTRY', 0x0cc, 32, external=False, desc='Hint entry', fields=(
+        Field('position', 0, 20, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Position of the next pushed sample hint.'),
+        Field('head', 20, 4, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='KV head.'),
+        Field('layer', 24, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Layer.'),
+    )),
+    Register('HINT_PUSH', 0x0d0, 32, external=False, desc='Hint push', fields=(
+        Field('sample', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Attention sample, UQ0.16.'),
+        Field('has_sample', 16, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='1: a sample hint for HINT_ENTRY; 0: a step-only hint.'),
+        Field('push', 31, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=True, hwset=False, range_min=None, range_max=None, desc='Write 1: push the hint {HINT_STEP, HINT_ENTRY, sample, has_sample} (reads as 0).'),
+    )),
     Register('READS', 0x100, 64, external=False, desc='Reads (attention reads of KV entries).', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
@@ -265,6 +279,9 @@ REGISTERS = (
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('HDM_STEP_ERRORS', 0x350, 64, external=False, desc='Hints whose step was below the current step (the step is kept).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('HINT_PUSH_DROPS', 0x358, 64, external=False, desc='HINT_PUSH writes dropped: one still waiting, CONTROL.enable = 0, or an entry wider than the built geometry.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
 )

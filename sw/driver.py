@@ -199,6 +199,25 @@ class Device:
         if (await self.status())["hdm_cfg_error"]:
             raise ConfigError(f"the device refuses the HDM configuration {cfg}")
 
+    async def send_hint(self, step: int, layer: int | None = None, head: int | None = None,
+                        position: int | None = None, sample: int | None = None) -> None:
+        """Push one hint to the HDM decode through the registers: a step-only hint, or with
+        ``layer``, ``head``, ``position`` and ``sample`` (UQ0.16) a sample hint for that entry's
+        next read. A push the device drops (HINT_PUSH_DROPS: disabled, one still waiting, an
+        entry beyond the built geometry) raises DeviceError."""
+        entry = (layer, head, position, sample)
+        has = entry != (None, None, None, None)
+        if has and None in entry:
+            raise ConfigError("a sample hint needs layer, head, position and sample")
+        drops = await self.read_reg("HINT_PUSH_DROPS")
+        await self.write_fields("HINT_STEP", step=step)
+        if has:
+            await self.write_fields("HINT_ENTRY", layer=layer, head=head, position=position)
+        await self.write_fields("HINT_PUSH", sample=sample if has else 0, has_sample=int(has), push=1)
+        if await self.read_reg("HINT_PUSH_DROPS") != drops:
+            raise DeviceError(f"the device dropped the hint (step {step}, entry {entry}): CONTROL.enable = 0, "
+                              "a hint still waiting (STATUS.hint_busy), or an entry beyond the geometry")
+
     async def replay(self, trace, entries: int, via: str = "events", **overrides) -> dict:
         """Drive ``trace`` through the device's tracker with ``entries`` per queue; the device's
         counters under the keys of ``cxlkv policy replay --json`` (docs/controller.md, "Replay").

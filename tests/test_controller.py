@@ -539,3 +539,40 @@ def test_budget_beyond_the_slots_is_flagged_and_refused():
         dev.replay(random_trace(np.random.default_rng(3), n=50), 17)
     _check_replay(dev, random_trace(np.random.default_rng(3), n=500), 16)
     dev._loop.close()
+
+
+@pytest.mark.parametrize("kind", ["sim", "model"])
+def test_hints_pushed_through_registers(sim, kind):
+    """HINT_STEP/HINT_ENTRY/HINT_PUSH instead of the hint port: the same events as the port
+    (every read's sample from its pushed hint); drops counted and reported."""
+    from cxlkv.models import hdm as MH
+    from cxlkv.sw.driver import DeviceError
+    from cxlkv.sw.transport import access_records
+    t = sim if kind == "sim" else ModelTransport(**PARAMS)
+    dev = _device(t)
+    with pytest.raises(DeviceError, match="dropped the hint"):          # CONTROL.enable = 0
+        dev.send_hint(1)
+    trace = random_trace(np.random.default_rng(41), n=120)
+    geom = MH.HdmGeometry(4, 2, 1024)
+    cfg = MH.HdmConfig.packed(geom)
+    items = MH.stimulus_from_trace(trace, geom, cfg, lines="first", hint_every_read=True)
+    dev.configure(enable=1, queue_budget=5)
+    dev.configure_hdm(cfg)
+    dec = []
+    for kind_, x in items:
+        if kind_ == "hint":
+            if x.has_sample:
+                dev.send_hint(x.step, x.layer, x.head, x.position, x.sample)
+            else:
+                dev.send_hint(x.step)
+        else:
+            dec.append(asyncio.run(t.accesses(access_records([(kind_, x)])))[0])
+    got = np.concatenate(dec)
+    assert dev.read_reg("HINTS_USED") == int((trace.op == 0).sum()) and dev.read_reg("DEFAULT_SAMPLES") == 0
+    res = P.replay(trace, "hw", 5, record_victims=True, hw_pinned=dev.read_fields("PINS")["first_n"])
+    assert np.array_equal(_codes(got), res.victims)
+    assert dev.status()["hint_busy"] == 0 and dev.read_reg("HINT_PUSH_DROPS") == 1
+    with pytest.raises(DeviceError, match="dropped the hint"):          # layer 300 is wider than 2 bits
+        dev.send_hint(5, 300 % 256, 0, 0, 7)
+    assert dev.read_reg("HINT_PUSH_DROPS") == 2
+    dev._loop.close()

@@ -115,6 +115,9 @@ extern "C" {
 #define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bm 0x40
 #define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bp 6
 #define CXLKV_REGS__STATUS__HDM_CFG_ERROR_bw 1
+#define CXLKV_REGS__STATUS__HINT_BUSY_bm 0x80
+#define CXLKV_REGS__STATUS__HINT_BUSY_bp 7
+#define CXLKV_REGS__STATUS__HINT_BUSY_bw 1
 
 // reg - cxlkv_regs::REJECT_ADDR
 #define CXLKV_REGS__REJECT_ADDR__ADDR_bm 0xffff
@@ -373,6 +376,40 @@ extern "C" {
 #define CXLKV_REGS__HINTS_PENDING__DEPTH_bp 8
 #define CXLKV_REGS__HINTS_PENDING__DEPTH_bw 8
 
+// reg - cxlkv_regs::HINT_STEP
+#define CXLKV_REGS__HINT_STEP__STEP_bm 0xffffffff
+#define CXLKV_REGS__HINT_STEP__STEP_bp 0
+#define CXLKV_REGS__HINT_STEP__STEP_bw 32
+#define CXLKV_REGS__HINT_STEP__STEP_reset 0x0
+
+// reg - cxlkv_regs::HINT_ENTRY
+#define CXLKV_REGS__HINT_ENTRY__POSITION_bm 0xfffff
+#define CXLKV_REGS__HINT_ENTRY__POSITION_bp 0
+#define CXLKV_REGS__HINT_ENTRY__POSITION_bw 20
+#define CXLKV_REGS__HINT_ENTRY__POSITION_reset 0x0
+#define CXLKV_REGS__HINT_ENTRY__HEAD_bm 0xf00000
+#define CXLKV_REGS__HINT_ENTRY__HEAD_bp 20
+#define CXLKV_REGS__HINT_ENTRY__HEAD_bw 4
+#define CXLKV_REGS__HINT_ENTRY__HEAD_reset 0x0
+#define CXLKV_REGS__HINT_ENTRY__LAYER_bm 0xff000000
+#define CXLKV_REGS__HINT_ENTRY__LAYER_bp 24
+#define CXLKV_REGS__HINT_ENTRY__LAYER_bw 8
+#define CXLKV_REGS__HINT_ENTRY__LAYER_reset 0x0
+
+// reg - cxlkv_regs::HINT_PUSH
+#define CXLKV_REGS__HINT_PUSH__SAMPLE_bm 0xffff
+#define CXLKV_REGS__HINT_PUSH__SAMPLE_bp 0
+#define CXLKV_REGS__HINT_PUSH__SAMPLE_bw 16
+#define CXLKV_REGS__HINT_PUSH__SAMPLE_reset 0x0
+#define CXLKV_REGS__HINT_PUSH__HAS_SAMPLE_bm 0x10000
+#define CXLKV_REGS__HINT_PUSH__HAS_SAMPLE_bp 16
+#define CXLKV_REGS__HINT_PUSH__HAS_SAMPLE_bw 1
+#define CXLKV_REGS__HINT_PUSH__HAS_SAMPLE_reset 0x0
+#define CXLKV_REGS__HINT_PUSH__PUSH_bm 0x80000000
+#define CXLKV_REGS__HINT_PUSH__PUSH_bp 31
+#define CXLKV_REGS__HINT_PUSH__PUSH_bw 1
+#define CXLKV_REGS__HINT_PUSH__PUSH_reset 0x0
+
 // reg - cxlkv_regs::counter_t_desc_c7401475
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bm 0xffffffffffffffff
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bp 0
@@ -560,6 +597,11 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_4CB71458__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_4CB71458__COUNT_bw 64
 
+// reg - cxlkv_regs::counter_t_desc_6aa73c00
+#define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bw 64
+
 // mem - cxlkv_regs::COLDLIST
 typedef struct __attribute__ ((__packed__)) {
     uint64_t mem[64];
@@ -610,7 +652,10 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t HINT_DEFAULT;
     uint32_t HDM_STEP;
     uint32_t HINTS_PENDING;
-    uint8_t RESERVED_c8_ff[0x38];
+    uint32_t HINT_STEP;
+    uint32_t HINT_ENTRY;
+    uint32_t HINT_PUSH;
+    uint8_t RESERVED_d4_ff[0x2c];
     uint64_t READS;
     uint64_t READ_HITS;
     uint64_t WRITES;
@@ -651,7 +696,8 @@ typedef struct __attribute__ ((__packed__)) {
     uint64_t HINT_DROPS;
     uint64_t HINT_ORPHANS;
     uint64_t HDM_STEP_ERRORS;
-    uint8_t RESERVED_358_3ff[0xa8];
+    uint64_t HINT_PUSH_DROPS;
+    uint8_t RESERVED_360_3ff[0xa0];
     cxlkv_regs__COLDLIST_t COLDLIST;
 } cxlkv_regs_t;
 
