@@ -89,7 +89,27 @@ def measure():
     return out
 
 
+def fpga():
+    """``fpga.ulx3s_85f.tracker.*``: the tracker alone between registers on the ULX3S 85F
+    (``python -m cxlkv.tb.tracker.bench --fpga``; a place and route of ~10 minutes, not part of
+    ``make bench``)."""
+    from cxlkv import build_dir
+    from cxlkv.hdl.boards import get_board
+    from cxlkv.hdl.boards.timing import TimingTop
+    from cxlkv.hdl.tracker import Tracker
+    from cxlkv.sw import fpga as flow
+    from cxlkv.tb.fpga.bench import _path_ends
+    board, goal = "ulx3s-85f", 125
+    top = TimingTop(get_board(board), lambda: Tracker(2, 2, 64, 128, max_budget=16), core_mhz=goal)
+    tim = flow._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-tracker", allow_timing_fail=True)
+    rep = flow.parse_report(tim.read_text())
+    config = {"board": board, "design": "Tracker(2, 2, 64, 128, max_budget=16) between registers",
+              "core_mhz_target": goal, "critical_path": _path_ends(rep)}
+    return flow.metrics(rep, "fpga.ulx3s_85f.tracker", None, config)
+
+
 if __name__ == "__main__":
     import json
-    for rec in measure():
+    import sys
+    for rec in (fpga() if "--fpga" in sys.argv[1:] else measure()):
         print(json.dumps(rec))
