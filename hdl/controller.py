@@ -18,25 +18,34 @@ CAPS says which blocks are present.
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import ResetInserter
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._tiermem import TierMemory
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.hdl.phase import PhaseDetector
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
+from cxlkv.hdl.tiermover import TierMover
 from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
-from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS, check_n_buckets,
-                                     max_slots, tracker_placement)
+from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS, TIER_COUNTERS,
+                                     TIER_DEFAULTS, TIER_PROTO, check_n_buckets, check_tier_geometry, max_slots,
+                                     tier_placement, tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
 COUNTER_WIDTH = 64
 #: the low bits of a cold-list entry (CHMU counter_width): the eviction's ordinal, mod 2^16
 COLDLIST_COUNT_BITS = 16
+#: the tier mover's memory ports (ports of the top with tiers = 'external')
+TIER_MEMORY_PORTS = ("dram_req", "dram_resp", "flash_req", "flash_resp")
+#: write bits of the events inside the tracker, waiting for their decisions (the decision does not
+#: carry it); a full queue holds the event sources
+WRITE_QUEUE_DEPTH = 32
 
 
 class TrackerMemory(wiring.Component):
@@ -145,20 +154,33 @@ class Controller(wiring.Component):
     'onchip', 'external' (memory ports on the top) or 'none'; ``n_buckets``: the tracker's
     deadline ring per queue (a power of two; HW_RING reads its log2); ``max_budget``: the
     tracker's slots per queue (default min(positions, 65,536); HW_RING.slots_log2). The other ``hw``
-    parameters are registers (TLN_R, TLN_D, HW_BUCKET, HW_SAMPLE).
+    parameters are registers (TLN_R, TLN_D, HW_BUCKET, HW_SAMPLE). ``tiers``: the tier mover
+    behind the tracker with its DRAM and flash as memory models inside the top ('model', the
+    latencies from TIER_LAT), as ports of the top ('external') or no tier mover ('none'; also
+    without a tracker); ``tier_lines`` lines of ``tier_line_bits`` per entry, ``tier_depth`` jobs
+    in flight (frames per queue = ``max_budget``).
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
     ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
-    (``meta_req``/``meta_resp``, and ``link_req``/``link_resp`` if its version has them).
+    (``meta_req``/``meta_resp``, and ``link_req``/``link_resp`` if its version has them); with
+    tiers = 'external' the tier mover's ``dram_req``/``dram_resp``/``flash_req``/``flash_resp``.
     """
 
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
+                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"]):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
         self.max_budget = max_slots(1 << entries_log2, max_budget)
         self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
+        try:
+            self.tiers = tier_placement(tiers, self.placement)
+            check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
+        except ValueError:
+            self._MustUse__silence = True        # never built: no unused-elaboratable warning
+            raise
+        self.tier_lines, self.tier_line_bits, self.tier_depth = tier_lines, tier_line_bits, tier_depth
         ports = {"s_axil": In(AXI4LiteSignature()), "irq": Out(1)}
         self.geom = None
         self._tracker_ports = {}
@@ -179,7 +201,20 @@ class Controller(wiring.Component):
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
+            if self.tiers != "none":
+                if "slot" not in self._tracker_ports["decision"].signature.members["payload"].shape.members:
+                    raise ValueError("the tier mover needs the tracker's decision slot (the pipelined tracker)")
+                probe = self._new_tiermover()
+                probe._MustUse__silence = True
+                if self.tiers == "external":            # the tier mover's memory ports, same directions
+                    for name in TIER_MEMORY_PORTS:
+                        ports[name] = probe.signature.members[name]
         super().__init__(ports)
+
+    def _new_tiermover(self):
+        g = self.geom
+        return TierMover(n_queues=g.n_queues, n_positions=g.n_positions, frames_per_queue=self.max_budget,
+                         lines_per_entry=self.tier_lines, line_bits=self.tier_line_bits, depth=self.tier_depth)
 
     def _new_hdm(self):
         return Hdm(self.n_layers, self.n_kv_heads, 1 << self.entries_log2, **HDM_PARAMS)
@@ -243,6 +278,7 @@ class Controller(wiring.Component):
     def _elaborate_tracker(self, m, regs, cold):  # noqa: C901 (one top, wired in one place)
         g = self.geom
         trk = self._new_tracker()
+        self._write_queue_full = Signal()             # set by _elaborate_tiers
         m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
                      regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
@@ -307,13 +343,13 @@ class Controller(wiring.Component):
             f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> regs.hw_bucket_bits),
             ring_error.eq((f_max + 2 > g.n_buckets) | (trk.budget > self.max_budget) | trk.cfg_error),
             regs.status_ring_error.eq(ring_error),
-            regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy)),
         ]
 
         # events only while enabled, cleared and configured (configuration is static while
         # events flow: the host changes it between batches)
         open_ = Signal()
-        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error)
+        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error &
+                             ~self._write_queue_full)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
         hdm = self._new_hdm()
@@ -388,7 +424,11 @@ class Controller(wiring.Component):
             self.event.ready.eq(~sel & trk.event.ready & open_),
         ]
         m.d.sync += [hold.eq(trk.event.valid & ~trk.event.ready), cur.eq(sel)]
-        wiring.connect(m, trk.decision, wiring.flipped(self.decision))
+        tier_steps, tier_busy = {}, Const(0, 1)
+        if self.tiers == "none":
+            wiring.connect(m, trk.decision, wiring.flipped(self.decision))
+        else:
+            tier_steps, tier_busy = self._elaborate_tiers(m, regs, trk, held)
 
         # the phase detector taps the events the port accepts (not cleared by CONTROL.enable)
         m.submodules.phase = ph = PhaseDetector()
@@ -427,6 +467,8 @@ class Controller(wiring.Component):
         for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
             steps[reg] = pulse(hdm, name, "hdm_")
         steps["HINT_PUSH_DROPS"] = push_drop
+        steps.update(tier_steps)
+        m.d.comb += regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy | tier_busy))
         counters = {}
         for reg, step in steps.items():
             c = Signal(COUNTER_WIDTH, name=f"count_{reg.lower()}")
@@ -473,9 +515,118 @@ class Controller(wiring.Component):
         m.d.comb += regs.coldlist_drops_count.eq(drops)
 
 
+    def _elaborate_tiers(self, m, regs, trk, held):
+        """The tier mover behind the tracker (docs/controller.md, "Tier mover"). Every decision goes to
+        the ``decision`` port and, as a command, to the tier mover: a fork that lets the decision go
+        once both have taken it (each side taken once). Returns (counter steps, busy)."""
+        g = self.geom
+        tm = self._new_tiermover()
+        m.submodules.tiermover = ResetInserter(held)(tm)
+        m.d.comb += regs.caps_tiermover.eq(1)
+
+        # the write bit of every event the tracker takes, in order, until its decision leaves
+        m.submodules.write_queue = wq = ResetInserter(held)(SyncFIFO(width=1, depth=WRITE_QUEUE_DEPTH))
+        dec, out, cmd = trk.decision, self.decision, tm.cmd
+        fire = Signal()
+        m.d.comb += [
+            self._write_queue_full.eq(~wq.w_rdy),
+            wq.w_en.eq(trk.event.valid & trk.event.ready), wq.w_data.eq(trk.event.payload.write),
+            wq.r_en.eq(fire),
+        ]
+
+        # the fork
+        took_out = Signal()                           # the decision port has taken the current decision
+        took_cmd = Signal()                           # the tier mover has
+        m.d.comb += [
+            out.payload.eq(dec.payload),
+            out.valid.eq(dec.valid & ~took_out),
+            cmd.valid.eq(dec.valid & ~took_cmd),
+            dec.ready.eq((out.ready | took_out) & (cmd.ready | took_cmd)),
+            fire.eq(dec.valid & dec.ready),
+        ]
+        with m.If(held | fire):
+            m.d.sync += [took_out.eq(0), took_cmd.eq(0)]
+        with m.Else():
+            with m.If(out.valid & out.ready):
+                m.d.sync += took_out.eq(1)
+            with m.If(cmd.valid & cmd.ready):
+                m.d.sync += took_cmd.eq(1)
+
+        # decision -> command (docs/tiermover.md "Integration"): queue = layer x n_kv_heads + head; a
+        # no_victim or error decision carries neither hit nor inserted: a bypass (queue 0, slot 0)
+        d = dec.payload
+        moves = Signal()
+        m.d.comb += [
+            moves.eq(~d.error & (d.hit | d.inserted)),
+            cmd.payload.queue.eq(Mux(d.error, 0, d.layer * g.n_kv_heads + d.head)),
+            cmd.payload.position.eq(d.position),
+            cmd.payload.slot.eq(Mux(moves, d.slot, 0)),
+            cmd.payload.hit.eq(d.hit & ~d.error),
+            cmd.payload.inserted.eq(d.inserted & ~d.error),
+            cmd.payload.victim_valid.eq(d.victim_valid & moves),
+            cmd.payload.victim.eq(Mux(moves, d.victim, 0)),
+            cmd.payload.write.eq(wq.r_data),
+        ]
+
+        # the evict permission: no BI-snoop engine in the top yet (HDM-H: no host caching), so each
+        # request is granted at once with dirty_from_host = 0, through a one-request register
+        gv = Signal()
+        gq = Signal.like(tm.evict_req.payload.queue)
+        gp = Signal.like(tm.evict_req.payload.position)
+        m.d.comb += [
+            tm.evict_req.ready.eq(~gv),
+            tm.evict_grant.valid.eq(gv),
+            tm.evict_grant.payload.queue.eq(gq),
+            tm.evict_grant.payload.position.eq(gp),
+            tm.evict_grant.payload.dirty_from_host.eq(0),
+            tm.clear_status.eq(0),
+            tm.done.ready.eq(1),                      # no host data path yet: done records are counted
+        ]
+        with m.If(held):
+            m.d.sync += gv.eq(0)
+        with m.Elif(tm.evict_req.valid & tm.evict_req.ready):
+            m.d.sync += [gv.eq(1), gq.eq(tm.evict_req.payload.queue), gp.eq(tm.evict_req.payload.position)]
+        with m.Elif(tm.evict_grant.ready):
+            m.d.sync += gv.eq(0)
+
+        # DRAM and flash
+        if self.tiers == "model":
+            cfg = tm.cfg
+            reads = 1 << max(1, (tm.buf_lines - 1).bit_length())      # the mover keeps <= buf_lines reads out
+            dram = TierMemory(cfg.dram_lines, cfg.line_bits, cfg.dram_addr_bits, max_reads=reads)
+            flash = TierMemory(cfg.flash_lines, cfg.line_bits, cfg.flash_addr_bits, max_reads=reads)
+            m.submodules.tier_dram = ResetInserter(held)(dram)
+            m.submodules.tier_flash = ResetInserter(held)(flash)
+            for mem, req, resp in ((dram, tm.dram_req, tm.dram_resp), (flash, tm.flash_req, tm.flash_resp)):
+                m.d.comb += [mem.req.valid.eq(req.valid), mem.req.payload.addr.eq(req.payload.addr),
+                             mem.req.payload.write.eq(req.payload.write), mem.req.payload.wdata.eq(req.payload.wdata),
+                             req.ready.eq(mem.req.ready),
+                             resp.valid.eq(mem.resp.valid), resp.payload.eq(mem.resp.payload),
+                             mem.resp.ready.eq(resp.ready)]
+            m.d.comb += [dram.latency.eq(regs.tier_lat_dram), flash.latency.eq(regs.tier_lat_flash)]
+        else:
+            for name in TIER_MEMORY_PORTS:
+                wiring.connect(m, getattr(tm, name), wiring.flipped(getattr(self, name)))
+
+        # counters (each steps by at most one per cycle), as the tracker's
+        def pulse(name):
+            cnt = getattr(tm, name)
+            prev = Signal.like(cnt, name=f"prev_tier_{name}")
+            m.d.sync += prev.eq(Mux(held, 0, cnt))
+            p = Signal(name=f"pulse_tier_{name}")
+            m.d.comb += p.eq(cnt != prev)
+            return p
+        steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
+        steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
+        busy = Signal()
+        m.d.comb += busy.eq(~tm.idle | took_out | took_cmd | gv)
+        return steps, busy
+
+
 def verilog_tops():
     return {"controller": lambda: Controller(),
             # the full Llama-70B geometry must elaborate and lint, with the tracker's memories
             # as ports (device DRAM) and 256 slots per queue on chip (the tracker's tracker_full)
             "controller_llama70b": lambda: Controller(n_layers=80, n_kv_heads=8, entries_log2=17,
-                                                      tracker="external", max_budget=256)}
+                                                      tracker="external", max_budget=256, tiers="external",
+                                                      tier_lines=8, tier_line_bits=512)}

@@ -26,7 +26,11 @@ as the RTL wires them (docs/controller.md, "Configuration"):
   count = the eviction's ordinal since reset mod 2^16 (so a gap shows drops); written at
   COLDLIST_HEAD, which advances, unless 63 entries are pending ((HEAD - TAIL) mod 64): then
   it is dropped, counted in COLDLIST_DROPS, and IRQ_STATUS.coldlist_overflow is set; a
-  written entry that makes COLDLIST_THRESHOLD or more pending sets IRQ_STATUS.coldlist_fill.
+  written entry that makes COLDLIST_THRESHOLD or more pending sets IRQ_STATUS.coldlist_fill;
+* the tier mover (``tiers`` 'model' or 'external'; :class:`cxlkv.models.tiermover.TierMoverModel`,
+  ``frames_per_queue`` = ``max_budget``): every decision is a command (:func:`tier_command`), in
+  event order, granted at once with ``dirty_from_host`` = 0; its counters are TIER_*. While
+  CONTROL.enable = 0 it is held cleared with the tracker. TIER_LAT is timing only.
 
 The model is transaction level: it answers as the RTL does once the device is quiescent.
 STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
@@ -40,6 +44,7 @@ from cxlkv.models import phase as PH
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
 from cxlkv.models import scoring as S
+from cxlkv.models import tiermover as TM
 from cxlkv.models import tracker as T
 from cxlkv.models.regs import FormatTable, RegisterFile
 
@@ -73,6 +78,50 @@ HDM_PARAMS = {"addr_width": 52, "tag_width": 16, "hint_depth": 8}
 OWN_COUNTERS = ("STALL_CYCLES", "PHASE_CHANGES", "COLDLIST_DROPS", "HINT_PUSH_DROPS", *HDM_COUNTERS)
 #: the count field of a cold-list entry (CHMU counter_width)
 COLDLIST_COUNT_BITS = 16
+
+#: where the tier mover's DRAM and flash are: memory models in the top, ports of the top, no mover
+TIER_CHOICES = ("model", "external", "none")
+#: the tier memories' entry geometry in the top (small, so the harness stays fast)
+TIER_DEFAULTS = {"tier_lines": 2, "tier_line_bits": 32, "tier_depth": 8}
+#: counter register <- the tier mover's counter (models/tiermover.py COUNTERS); each steps by at most one per cycle
+TIER_COUNTERS = {
+    "TIER_COMMANDS": "commands", "TIER_HITS": "hits", "TIER_FILLS": "fills", "TIER_WRITEBACKS": "writebacks",
+    "TIER_CLEAN_DROPS": "clean_drops", "TIER_BYPASSES": "bypasses", "TIER_BAD_COMMANDS": "bad_commands",
+    "TIER_LINES_TO_FLASH": "lines_to_flash", "TIER_LINES_TO_DRAM": "lines_to_dram",
+}
+#: TIER_PROTO_ERRORS <- the sum of these RTL counters (the model never sees a protocol error: 0)
+TIER_PROTO = ("grant_unexpected", "grant_mismatch", "resp_unexpected")
+
+
+def tier_placement(choice: str, tracker_placement_: str) -> str:
+    """The tier mover's memories: 'model' (RAM models with TIER_LAT latencies inside the top),
+    'external' (its memory ports are ports of the top) or 'none'. A top without a tracker has no
+    tier mover (its commands are the tracker's decisions): 'none' then, whatever was asked."""
+    if choice not in TIER_CHOICES:
+        raise ValueError(f"tiers must be one of {', '.join(TIER_CHOICES)}, got {choice!r}")
+    return "none" if tracker_placement_ == "none" else choice
+
+
+def check_tier_geometry(tier_lines, tier_line_bits, tier_depth):
+    for name, v in (("tier_lines", tier_lines), ("tier_line_bits", tier_line_bits)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if isinstance(tier_depth, bool) or not isinstance(tier_depth, int) or tier_depth < 2 or tier_depth & (tier_depth - 1):
+        raise ValueError(f"tier_depth must be a power of two >= 2, got {tier_depth!r}")
+
+
+def tier_command(n_kv_heads: int, layer: int, head: int, position: int, write: int, error: int,
+                 decision: "T.Decision | None") -> TM.Command:
+    """The tier mover's command for a tracker decision (docs/tiermover.md "Integration"):
+    queue = layer x n_kv_heads + head; a ``no_victim`` or ``error`` decision carries neither hit
+    nor inserted (a bypass; an errored one names queue 0, slot 0, so it is not refused as out of range)."""
+    if error or decision is None:
+        return TM.Command(queue=0, position=position, slot=0, write=write)
+    d = decision
+    moves = d.hit or d.inserted
+    return TM.Command(queue=layer * n_kv_heads + head, position=position, slot=d.slot if moves else 0,
+                      hit=d.hit, inserted=d.inserted, victim_valid=d.victim_valid if moves else 0,
+                      victim=d.victim if moves else 0, write=write)
 
 
 def coldlist_entry(queue: int, position: int, count: int, entries_log2: int) -> int:
@@ -134,13 +183,19 @@ def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
 
 class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
+                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"]):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
         self.n_buckets = check_n_buckets(n_buckets)
         self.max_budget = max_slots(self.n_positions, max_budget)
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
+        self.tiers = tier_placement(tiers, self.tracker_placement)
+        check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
+        self.tier_cfg = TM.TierMoverConfig(self.n_queues, self.n_positions, self.max_budget, tier_lines,
+                                           tier_line_bits) if self.tiers != "none" else None
+        self.tiermover = None                   # a TierMoverModel while CONTROL.enable = 1 (with a tier mover)
         self.regs = RegisterFile()
         self.formats = FormatTable(self.n_queues, self.regs)
         self.coldlist = [0] * COLDLIST.entries
@@ -155,12 +210,13 @@ class ControllerModel:
         self.regs.set_hw("CAPS", "phase", int(self.has_tracker))
         self.phase = PH.PhaseDetector() if self.has_tracker else None
         self.regs.set_hw("CAPS", "hdm", int(self.has_tracker))
+        self.regs.set_hw("CAPS", "tiermover", int(self.tiers != "none"))
         self.hdm_geom = MH.HdmGeometry(n_layers, n_kv_heads, self.n_positions, **HDM_PARAMS)
         self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config()) if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.regs.set_hw("HW_RING", "slots_log2", self.max_budget.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
-        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS), 0)
+        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS"), 0)
         self._publish()
 
     @property
@@ -193,11 +249,14 @@ class ControllerModel:
         enabled = bool(self.regs.get("CONTROL", "enable")) and self.has_tracker
         if not enabled:
             self.tracker = None                 # held cleared while disabled
+            self.tiermover = None
             if self.has_tracker:
                 self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config())
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets,
                                           max_budget=self.max_budget)
+            if self.tier_cfg is not None:
+                self.tiermover = TM.TierMoverModel(self.tier_cfg)
         self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
         self._publish()
         return resp
@@ -339,9 +398,20 @@ class ControllerModel:
         self._phase_tick(1, write)
         if layer >= self.n_layers or head >= self.n_kv_heads:
             self._bad += 1
+            self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 1, None))
             return (0, 0, 0, 0, 1, 0)
         q = layer * self.n_kv_heads + head
         d = self.tracker.event(T.Event(q, pos, write, sample, step))
         if d.victim_valid:
             self._cold_push(q, d.victim)
+        self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 0, d))
         return (d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim)
+
+    def _tier(self, cmd: TM.Command):
+        """One command to the tier mover (granted at once, dirty_from_host = 0), its counters into TIER_*."""
+        if self.tiermover is None:
+            return
+        before = dict(self.tiermover.counters)
+        self.tiermover.command(cmd)
+        for reg, name in TIER_COUNTERS.items():
+            self.counts[reg] += self.tiermover.counters[name] - before[name]

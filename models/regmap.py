@@ -1,14 +1,14 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "ead73f975ff97f58ee0147302f02d553bd225e5d3a9b569046e1ebe17f97925d"
+SOURCE_SHA256 = "6db740755d9e616cf31e710c6700cbc5c621a14cc89980c50c35058ce4061129"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
         Field('magic', 0, 32, 'r', 'na', 0x43584b56, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Magic 0x43584B56 ('CXKV')."),
     )),
     Register('VERSION', 0x004, 32, external=False, desc='Version', fields=(
-        Field('minor', 0, 16, 'r', 'na', 0x2, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
+        Field('minor', 0, 16, 'r', 'na', 0x3, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
         Field('major', 16, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Major version; the driver refuses a major it does not know.'),
     )),
     Register('GEOMETRY', 0x008, 32, external=False, desc='Tracked geometry, fixed at synthesis.', fields=(
@@ -28,6 +28,7 @@ REGISTERS = (
         Field('quant', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Quantizer.'),
         Field('bisnoop', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Back-Invalidate snoop engine.'),
         Field('hdm', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='HDM address decode and hint path in front of the tracker.'),
+        Field('tiermover', 7, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Tier mover behind the tracker (device DRAM <-> flash; TIER_LAT, TIER_* counters).'),
     )),
     Register('SCRATCH', 0x014, 32, external=False, desc='Read/write register with no effect, for bus checks.', fields=(
         Field('value', 0, 32, 'rw', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
@@ -42,7 +43,7 @@ REGISTERS = (
         Field('phase', 0, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Current phase: 0 prefill, 1 decode.'),
         Field('cfg_error', 1, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A configuration the hardware cannot honour: ring_error, or a phase configuration the detector clamps.'),
         Field('cfg_reject', 2, 1, 'rw', 'na', 0x0, woclr=True, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A write was refused since the last clear (write 1 to clear). Set by the register block itself.'),
-        Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Events wait: the tracker clears its queue state, its memories are swept (after reset and every CONTROL.enable 0 -> 1), or the decay-rate divider recomputes after a TAU change.'),
+        Field('busy', 3, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Events wait: the tracker clears its queue state, its memories are swept (after reset and every CONTROL.enable 0 -> 1), or the decay-rate divider recomputes after a TAU change; or the tier mover has commands in flight or clears its frame table (read it until 0 before reading the TIER_* counters).'),
         Field('bi_timeout', 4, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A BIRsp timed out; the line stays in BIP.'),
         Field('ring_error', 5, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The tracker cannot run the configuration exactly: TLN_R/TLN_D/HW_BUCKET need more deadline buckets than the ring built in, or QUEUE_BUDGET exceeds the slots built in (HW_RING): events are held until it fits.'),
         Field('hdm_cfg_error', 6, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='The HDM decode refuses its configuration (HDM_*): every access decodes as outside, every hint is bad (counted).'),
@@ -170,6 +171,10 @@ REGISTERS = (
         Field('has_sample', 16, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='1: a sample hint for HINT_ENTRY; 0: a step-only hint.'),
         Field('push', 31, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=True, hwset=False, range_min=None, range_max=None, desc='Write 1: push the hint {HINT_STEP, HINT_ENTRY, sample, has_sample} (reads as 0).'),
     )),
+    Register('TIER_LAT', 0x0d4, 32, external=False, desc="Cycles the tier memory models inside the top (tiers = model) add to a read's 2-cycle minimum. Timing only: what moves does not depend on it.", fields=(
+        Field('dram', 0, 8, 'rw', 'r', 0x2, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Device DRAM model.'),
+        Field('flash', 8, 8, 'rw', 'r', 0x8, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Flash model.'),
+    )),
     Register('READS', 0x100, 64, external=False, desc='Reads (attention reads of KV entries).', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
@@ -282,6 +287,36 @@ REGISTERS = (
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('HINT_PUSH_DROPS', 0x358, 64, external=False, desc='HINT_PUSH writes dropped: one still waiting, CONTROL.enable = 0, or an entry wider than the built geometry.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_COMMANDS', 0x360, 64, external=False, desc='Decisions the tier mover took as commands (one per tracker decision).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_HITS', 0x368, 64, external=False, desc='Commands that hit a resident frame (no traffic).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_FILLS', 0x370, 64, external=False, desc='Entries filled from flash into a DRAM frame (read misses).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_WRITEBACKS', 0x378, 64, external=False, desc='Dirty victims written back from DRAM to flash.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_CLEAN_DROPS', 0x380, 64, external=False, desc='Clean victims dropped without traffic.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_BYPASSES', 0x388, 64, external=False, desc='Decisions neither hit nor inserted (no_victim, error): no traffic.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_BAD_COMMANDS', 0x390, 64, external=False, desc="Commands the tier mover's frame table refused (a slot mismatch with the tracker): no traffic.", fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_LINES_TO_FLASH', 0x398, 64, external=False, desc='Lines written to flash (writebacks).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_LINES_TO_DRAM', 0x3a0, 64, external=False, desc='Lines written to DRAM (fills).', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('TIER_PROTO_ERRORS', 0x3a8, 64, external=False, desc='Tier mover protocol errors: an unexpected or mismatched evict grant, a memory answer with no read pending.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
 )

@@ -15,7 +15,7 @@ def add_arguments(p):
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, n_buckets; docs/controller.md); repeatable")
+                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth; docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
@@ -73,7 +73,7 @@ def _build_params(items):
         name, sep, value = item.partition("=")
         if not sep:
             raise CxlkvError(f"bad --build {item!r}: use NAME=VALUE")
-        if name == "tracker":
+        if name in ("tracker", "tiers"):
             out[name] = value
             continue
         try:

@@ -54,7 +54,15 @@ CONFIG_FIELDS = {
     "tln_r": ("TLN_R", "value"), "tln_d": ("TLN_D", "value"), "bucket_bits": ("HW_BUCKET", "bits"),
     "write_sample": ("HW_SAMPLE", "write_sample"), "read_credit": ("HW_SAMPLE", "read_credit"),
     "coldlist_threshold": ("COLDLIST_THRESHOLD", "entries"),
+    "tier_lat_dram": ("TIER_LAT", "dram"), "tier_lat_flash": ("TIER_LAT", "flash"),
 }
+
+#: the tier mover's counters in ``replay()``'s answer (extra keys, when CAPS.tiermover = 1)
+TIER_REPLAY_KEYS = ("tier_commands", "tier_hits", "tier_fills", "tier_writebacks", "tier_clean_drops",
+                    "tier_bypasses", "tier_bad_commands", "tier_lines_to_flash", "tier_lines_to_dram",
+                    "tier_proto_errors")
+#: register reads (or 64-cycle steps on the sim transport) to wait for STATUS.busy = 0
+SETTLE_POLLS = 100_000
 
 
 class Device:
@@ -143,6 +151,18 @@ class Device:
 
     async def status(self) -> dict:
         return await self.read_fields("STATUS")
+
+    async def settle(self):
+        """Wait until STATUS.busy = 0: the tier mover has moved every decision's entry, so its
+        counters (TIER_*) are final. Raises DeviceError if it stays busy."""
+        step = getattr(self.t, "step", None)       # the sim transport runs the clock without bus traffic
+        for _ in range(SETTLE_POLLS):
+            if not (await self.status())["busy"]:
+                return
+            if step is not None:
+                step(64)
+        raise DeviceError(f"STATUS.busy stayed 1 for {SETTLE_POLLS} polls (tier mover or tracker stuck, "
+                          "or CONTROL.enable = 0 while it was busy)")
 
     async def clear_counters(self):
         await self.write_fields("CONTROL", counters_clear=1)
@@ -316,6 +336,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         rec["write"] = trace.op != 0
         dec = await dev.t.events(rec)
     dev.last_decisions = dec
+    tiers = "tiermover" in info["caps"]
+    if tiers:
+        await dev.settle()
     c = await dev.counters()
 
     # attention_recall: the float scores of the reads that hit, summed per queue in event order
@@ -343,6 +366,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         "decision_errors": int(((dec["flags"] & FLAG_ERROR) != 0).sum()),
         "n_queues": trace.n_queues, "params": P.policy_param_dict("hw", params),
         "transport": dev.t.name, "via": via,
+        **({k: c[k] for k in TIER_REPLAY_KEYS} if tiers else {}),
     }
 
 

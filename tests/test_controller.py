@@ -97,10 +97,12 @@ def test_full_geometry_elaborates():
     from amaranth.hdl import Fragment
 
     from cxlkv.hdl.controller import Controller
-    top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external", max_budget=256)
+    top = Controller(n_layers=80, n_kv_heads=8, entries_log2=17, tracker="external", max_budget=256,
+                     tiers="external", tier_lines=8, tier_line_bits=512)
     Fragment.get(top, None)
     ports = set(top.signature.members)
     assert {"event", "decision", "access", "hint", "route"} <= ports
+    assert {"dram_req", "dram_resp", "flash_req", "flash_resp"} <= ports      # the tier mover's memories
     assert top._memory_ports() and set(top._memory_ports()) <= ports    # the tracker's memory ports, whichever it has
     from cxlkv.models.controller import tracker_placement
     assert tracker_placement("auto", 32 * 8, 1 << 13) == "none"
@@ -196,13 +198,14 @@ def test_replay_random_traces_sim_equals_policy_hw(sim_dev, seed, monkeypatch):
 
 def test_replay_with_gaps_and_decision_backpressure(sim, sim_dev):
     """The same equality with the harness throttling: events offered after random gaps (8 cycles
-    on average), the decision stream stalled half of the cycles at random; it takes more cycles."""
+    on average), the decision stream stalled half of the cycles at random; it takes more cycles. (C = 32:
+    at C = 5 nearly every event moves an entry and the tier mover, not the harness, sets the pace.)"""
     trace = random_trace(np.random.default_rng(9), n=2000)
     c0 = sim.cycles
-    _check_replay(sim_dev, trace, 5, hw_pinned=2)
+    _check_replay(sim_dev, trace, 32, hw_pinned=2)
     c1 = sim.cycles
     sim.throttle = True
-    _check_replay(sim_dev, trace, 5, hw_pinned=2)
+    _check_replay(sim_dev, trace, 32, hw_pinned=2)
     assert sim.cycles - c1 > c1 - c0 + len(trace)       # the throttle really stalled the tracker
 
 
@@ -576,3 +579,135 @@ def test_hints_pushed_through_registers(sim, kind):
         dev.send_hint(5, 300 % 256, 0, 0, 7)
     assert dev.read_reg("HINT_PUSH_DROPS") == 2
     dev._loop.close()
+
+
+# ------------------------------------------------------------------ the tier mover behind the tracker
+
+from cxlkv.models import tiermover as TM  # noqa: E402
+from cxlkv.sw.driver import TIER_REPLAY_KEYS  # noqa: E402
+from cxlkv.sw.transport import FLAG_ERROR, FLAG_HIT, FLAG_INSERTED  # noqa: E402
+
+TIER_MODEL_KEYS = ("commands", "hits", "fills", "writebacks", "clean_drops", "bypasses", "bad_commands",
+                   "lines_to_flash", "lines_to_dram")
+
+
+def _tier_expected(trace, decisions, n_kv_heads=2, n_positions=1 << 10, frames=1 << 10, lines=2, writes=None):
+    """models/tiermover.py on the device's own decision stream: each decision as the tier mover's command,
+    with the slot the tracker's rule gives (docs/tracker.md: a free slot is the resident count, a victim's
+    slot is reused, slots are never freed), derived here from the decisions alone."""
+    tm = TM.TierMoverModel(TM.TierMoverConfig(PARAMS["n_layers"] * n_kv_heads, n_positions, frames, lines, 32))
+    slots, nres = {}, {}
+    writes = trace.op != 0 if writes is None else writes
+    for i, (flags, victim) in enumerate(zip(decisions["flags"].tolist(), decisions["victim"].tolist())):
+        q = int(trace.layer[i]) * n_kv_heads + int(trace.head[i])
+        p = int(trace.pos[i])
+        hit, ins, vv = bool(flags & FLAG_HIT), bool(flags & FLAG_INSERTED), bool(flags & FLAG_VICTIM)
+        if flags & FLAG_ERROR or not (hit or ins):
+            tm.command(TM.Command(queue=0, position=p, slot=0, write=int(writes[i])))
+            continue
+        if hit:
+            slot = slots[(q, p)]
+        elif vv:
+            slot = slots.pop((q, victim))
+        else:
+            slot = nres.get(q, 0)
+            nres[q] = slot + 1
+        if ins:
+            slots[(q, p)] = slot
+        tm.command(TM.Command(queue=q, position=p, slot=slot, hit=int(hit), inserted=int(ins), victim_valid=int(vv),
+                              victim=victim if vv else 0, write=int(writes[i])))
+    return {f"tier_{k}": tm.counters[k] for k in TIER_MODEL_KEYS}
+
+
+def test_tier_mover_counters_equal_the_tier_model(sim_dev):
+    """Each decision of a replay over `sim` became a tier-mover command: its counters (fills, writebacks,
+    clean drops, lines, ...) equal models/tiermover.py on the same decision stream, none refused; the model
+    transport gives the same; the policy's counts are untouched. Negative: the same stream with every event
+    taken as a read gives other counters (no write misses, hence no writebacks)."""
+    trace = load_trace(SHIPPED)
+    with SyncDevice(ModelTransport(**PARAMS)) as model:
+        for entries in (P.entries_from_budget(trace, 10), 8):
+            got = _check_replay(sim_dev, trace, entries)
+            exp = _tier_expected(trace, sim_dev.last_decisions)
+            assert {k: got[k] for k in exp} == exp, entries
+            assert got["tier_commands"] == len(trace) and got["tier_bad_commands"] == 0
+            assert got["tier_proto_errors"] == 0
+            assert got["tier_writebacks"] > 0 and got["tier_clean_drops"] > 0 and got["tier_fills"] == got["fills"]
+            assert got["tier_writebacks"] + got["tier_clean_drops"] == got["evictions"]
+            m = model.replay(trace, entries)
+            assert {k: m[k] for k in TIER_REPLAY_KEYS} == {k: got[k] for k in TIER_REPLAY_KEYS}, entries
+            wrong = _tier_expected(trace, sim_dev.last_decisions, writes=np.zeros(len(trace), bool))
+            assert wrong != exp
+
+
+def test_tier_mover_on_random_traces(sim_dev):
+    """Random traces with 30 % writes, pins: sim = models/tiermover.py on its decisions = the model transport."""
+    rng = np.random.default_rng(21)
+    trace = random_trace(rng, n=3000, n_layers=4, write_frac=0.3)
+    with SyncDevice(ModelTransport(**PARAMS)) as model:
+        for entries, params in ((4, {}), (9, {"hw_pinned": 3})):
+            got = _check_replay(sim_dev, trace, entries, **params)
+            exp = _tier_expected(trace, sim_dev.last_decisions)
+            assert {k: got[k] for k in exp} == exp
+            m = model.replay(trace, entries, **params)
+            assert {k: m[k] for k in TIER_REPLAY_KEYS} == {k: got[k] for k in TIER_REPLAY_KEYS}
+
+
+def test_error_decisions_are_tier_bypasses():
+    """A layer beyond the geometry (a 3-layer build: layer 3 fits the event port) makes an error decision:
+    the tier mover counts a bypass, not a refused command; sim and model give the same counters."""
+    geo = {"n_layers": 3, "n_kv_heads": 2, "entries_log2": 10}
+    rec = np.zeros(40, EVENT_DTYPE)
+    rec["layer"] = np.where(np.arange(40) % 4 == 0, 3, 1)
+    rec["position"] = np.arange(40) % 9
+    rec["step"] = 1
+    out = []
+    for t in (SimTransport(**geo), ModelTransport(**geo)):
+        dev = _device(t)
+        try:
+            dev.configure(queue_budget=4, enable=1)
+            dec = dev._loop.run_until_complete(t.events(rec))
+            dev.settle()
+            out.append(dev.counters())
+        finally:
+            dev._loop.run_until_complete(t.close())
+            dev._loop.close()
+        assert ((dec["flags"] & FLAG_ERROR) != 0).sum() == 10
+    c = out[0]
+    assert c == out[1]                                                              # sim = model
+    assert c["bad_events"] == 10
+    assert c["tier_bypasses"] == 10 + c["no_victim"] and c["tier_bad_commands"] == 0 and c["tier_commands"] == 40
+    assert c["tier_fills"] > 0 and c["tier_hits"] == c["read_hits"] > 0          # every event a read:
+    assert c["tier_fills"] + c["tier_hits"] + c["tier_bypasses"] == 40              # fill, hit or bypass
+
+
+def test_tier_latency_changes_timing_not_results(sim, sim_dev):
+    """TIER_LAT: DRAM and flash latencies 0/0 and 40/250 give the same counters and decisions, and the
+    slower memories take more cycles."""
+    trace = random_trace(np.random.default_rng(4), n=1500, write_frac=0.3)
+    outs, cycles = [], []
+    for dram, flash in ((0, 0), (40, 250)):
+        sim_dev.configure(tier_lat_dram=dram, tier_lat_flash=flash)
+        assert sim_dev.read_fields("TIER_LAT") == {"dram": dram, "flash": flash}
+        c0 = sim.step(0)
+        got = _check_replay(sim_dev, trace, 3)
+        cycles.append(sim.step(0) - c0)
+        got.pop("transport")
+        outs.append((got, _codes(sim_dev.last_decisions).tolist()))
+    assert outs[0] == outs[1]
+    assert outs[0][0]["tier_fills"] > 100
+    assert cycles[1] > 2 * cycles[0], cycles
+
+
+def test_tier_parameters():
+    from cxlkv.hdl.controller import Controller
+    from cxlkv.models.controller import ControllerModel
+    with pytest.raises(ValueError, match="tiers must be"):
+        Controller(tiers="flash")
+    with pytest.raises(ValueError, match="tier_depth"):
+        ControllerModel(tier_depth=3)
+    mask = R["CAPS"].field("tiermover").mask
+    assert ControllerModel(tiers="none").read32(R["CAPS"].offset)[0] & mask == 0
+    assert ControllerModel().read32(R["CAPS"].offset)[0] & mask
+    # no tracker, no tier mover (its commands are the tracker's decisions)
+    assert ControllerModel(n_layers=32, n_kv_heads=8, entries_log2=13).read32(R["CAPS"].offset)[0] & mask == 0

@@ -20,7 +20,7 @@ extern "C" {
 #define CXLKV_REGS__VERSION__MINOR_bm 0xffff
 #define CXLKV_REGS__VERSION__MINOR_bp 0
 #define CXLKV_REGS__VERSION__MINOR_bw 16
-#define CXLKV_REGS__VERSION__MINOR_reset 0x2
+#define CXLKV_REGS__VERSION__MINOR_reset 0x3
 #define CXLKV_REGS__VERSION__MAJOR_bm 0xffff0000
 #define CXLKV_REGS__VERSION__MAJOR_bp 16
 #define CXLKV_REGS__VERSION__MAJOR_bw 16
@@ -67,6 +67,9 @@ extern "C" {
 #define CXLKV_REGS__CAPS__HDM_bm 0x40
 #define CXLKV_REGS__CAPS__HDM_bp 6
 #define CXLKV_REGS__CAPS__HDM_bw 1
+#define CXLKV_REGS__CAPS__TIERMOVER_bm 0x80
+#define CXLKV_REGS__CAPS__TIERMOVER_bp 7
+#define CXLKV_REGS__CAPS__TIERMOVER_bw 1
 
 // reg - cxlkv_regs::SCRATCH
 #define CXLKV_REGS__SCRATCH__VALUE_bm 0xffffffff
@@ -410,6 +413,16 @@ extern "C" {
 #define CXLKV_REGS__HINT_PUSH__PUSH_bw 1
 #define CXLKV_REGS__HINT_PUSH__PUSH_reset 0x0
 
+// reg - cxlkv_regs::TIER_LAT
+#define CXLKV_REGS__TIER_LAT__DRAM_bm 0xff
+#define CXLKV_REGS__TIER_LAT__DRAM_bp 0
+#define CXLKV_REGS__TIER_LAT__DRAM_bw 8
+#define CXLKV_REGS__TIER_LAT__DRAM_reset 0x2
+#define CXLKV_REGS__TIER_LAT__FLASH_bm 0xff00
+#define CXLKV_REGS__TIER_LAT__FLASH_bp 8
+#define CXLKV_REGS__TIER_LAT__FLASH_bw 8
+#define CXLKV_REGS__TIER_LAT__FLASH_reset 0x8
+
 // reg - cxlkv_regs::counter_t_desc_c7401475
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bm 0xffffffffffffffff
 #define CXLKV_REGS__COUNTER_T_DESC_C7401475__COUNT_bp 0
@@ -602,6 +615,56 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bw 64
 
+// reg - cxlkv_regs::counter_t_desc_6061624b
+#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_1fb3884b
+#define CXLKV_REGS__COUNTER_T_DESC_1FB3884B__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_1FB3884B__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_1FB3884B__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_0104ccef
+#define CXLKV_REGS__COUNTER_T_DESC_0104CCEF__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_0104CCEF__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_0104CCEF__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_836a8617
+#define CXLKV_REGS__COUNTER_T_DESC_836A8617__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_836A8617__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_836A8617__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_5b0d2057
+#define CXLKV_REGS__COUNTER_T_DESC_5B0D2057__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_5B0D2057__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_5B0D2057__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_96d19547
+#define CXLKV_REGS__COUNTER_T_DESC_96D19547__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_96D19547__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_96D19547__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_b7742d65
+#define CXLKV_REGS__COUNTER_T_DESC_B7742D65__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_B7742D65__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_B7742D65__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_6bbc57e7
+#define CXLKV_REGS__COUNTER_T_DESC_6BBC57E7__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_6BBC57E7__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_6BBC57E7__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_6d7f3164
+#define CXLKV_REGS__COUNTER_T_DESC_6D7F3164__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_6D7F3164__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_6D7F3164__COUNT_bw 64
+
+// reg - cxlkv_regs::counter_t_desc_7ab4a0f0
+#define CXLKV_REGS__COUNTER_T_DESC_7AB4A0F0__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_7AB4A0F0__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_7AB4A0F0__COUNT_bw 64
+
 // mem - cxlkv_regs::COLDLIST
 typedef struct __attribute__ ((__packed__)) {
     uint64_t mem[64];
@@ -655,7 +718,8 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t HINT_STEP;
     uint32_t HINT_ENTRY;
     uint32_t HINT_PUSH;
-    uint8_t RESERVED_d4_ff[0x2c];
+    uint32_t TIER_LAT;
+    uint8_t RESERVED_d8_ff[0x28];
     uint64_t READS;
     uint64_t READ_HITS;
     uint64_t WRITES;
@@ -697,7 +761,17 @@ typedef struct __attribute__ ((__packed__)) {
     uint64_t HINT_ORPHANS;
     uint64_t HDM_STEP_ERRORS;
     uint64_t HINT_PUSH_DROPS;
-    uint8_t RESERVED_360_3ff[0xa0];
+    uint64_t TIER_COMMANDS;
+    uint64_t TIER_HITS;
+    uint64_t TIER_FILLS;
+    uint64_t TIER_WRITEBACKS;
+    uint64_t TIER_CLEAN_DROPS;
+    uint64_t TIER_BYPASSES;
+    uint64_t TIER_BAD_COMMANDS;
+    uint64_t TIER_LINES_TO_FLASH;
+    uint64_t TIER_LINES_TO_DRAM;
+    uint64_t TIER_PROTO_ERRORS;
+    uint8_t RESERVED_3b0_3ff[0x50];
     cxlkv_regs__COLDLIST_t COLDLIST;
 } cxlkv_regs_t;
 
