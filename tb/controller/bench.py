@@ -2,8 +2,11 @@
 
 * ``sim.harness_cycles_per_s``: a free-running clock (no bus traffic, no events).
 * ``sim.replay_cycles_per_s`` and ``sim.replay_events_per_s``: a shipped trace driven through
-  the event port by the harness's batch operation (the tracker busy every cycle), measured
-  around the batch alone; ``sim.replay_cycles_per_event`` is the tracker's sequential cost.
+  the event port by the harness's batch operation, measured around the batch alone;
+  ``sim.replay_cycles_per_event`` is the cost of the tracker and the tier mover behind it (the
+  mover sets the pace: every miss moves an entry, ``done`` in order).
+* ``sim.replay_tier_cycles_per_event.lat_<dram>_<flash>``: the direct-port replay again with other
+  tier memory latencies (TIER_LAT): the tier mover's pace.
 * ``sim.replay_hdm_events_per_s`` and ``sim.replay_hdm_cycles_per_event``: the same trace as the
   host sends it, line 0 of each entry and a hint before each read whose sample is not the
   default, through the HDM decode (harness op ACCESSES).
@@ -19,8 +22,12 @@ import numpy as np
 from cxlkv.sw.transport import EVENT_DTYPE, SimTransport
 
 CONFIG = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10}
-DESIGN = "controller top (register block, format table, cold list, tracker with on-chip metadata/link RAMs)"
+DESIGN = ("controller top (register block, format table, cold list, tracker with on-chip metadata/link RAMs, "
+          "HDM decode, phase detector, tier mover with DRAM/flash models: 2 x 32-bit lines per entry, "
+          "TIER_LAT reset values DRAM 2, flash 8)")
 TRACE = Path(__file__).resolve().parents[2] / "traces" / "tiny_llama_stdlib_top32.npz"
+#: (DRAM, flash) tier memory latencies (TIER_LAT) of the sim.replay_tier_cycles_per_event figures
+TIER_LATENCIES = ((0, 0), (8, 64), (20, 200))
 
 
 def _records(trace):
@@ -73,8 +80,24 @@ def measure():
             s0 = time.perf_counter()
             dec, _ = await t.accesses(items)
             assert len(dec) == len(trace)
-            return out + (time.perf_counter() - s0, t.cycles - c0, len(items))
-        replay_s, replay_cycles, hdm_s, hdm_cycles, n_items = asyncio.run(replay())
+            out = out + (time.perf_counter() - s0, t.cycles - c0, len(items))
+
+            # the direct port again with other tier memory latencies (TIER_LAT): the tier mover's pace
+            lat = {}
+            for dram, flash in TIER_LATENCIES:
+                await dev.write_fields("CONTROL", enable=0)
+                await dev.configure(tier_lat_dram=dram, tier_lat_flash=flash)
+                await dev.write_fields("CONTROL", enable=1)
+                await dev.clear_counters()
+                t.step(10_000)
+                c0 = t.cycles
+                await t.events(rec)
+                lat[(dram, flash)] = t.cycles - c0
+                await dev.settle()
+                c = await dev.counters()
+                lat[(dram, flash, "moves")] = {k: c[f"tier_{k}"] for k in ("fills", "writebacks", "clean_drops", "hits")}
+            return out + (lat,)
+        replay_s, replay_cycles, hdm_s, hdm_cycles, n_items, lat = asyncio.run(replay())
     finally:
         asyncio.run(t.close())
     n = len(trace)
@@ -94,7 +117,11 @@ def measure():
         {"name": "sim.replay_hdm_events_per_s", "value": round(n / hdm_s), "unit": "events/s", "config": hcfg},
         {"name": "sim.replay_hdm_cycles_per_event", "value": round(hdm_cycles / n, 3), "unit": "cycles/event",
          "config": hcfg},
-    ]
+    ] + [
+        {"name": f"sim.replay_tier_cycles_per_event.lat_{d}_{f}", "value": round(lat[(d, f)] / n, 3),
+         "unit": "cycles/event", "config": {**rcfg, "tier_lat_dram": d, "tier_lat_flash": f,
+                                              "tier": lat[(d, f, "moves")]}}
+        for d, f in TIER_LATENCIES]
 
 
 if __name__ == "__main__":
