@@ -6,19 +6,18 @@ tracker's memories are on chip; docs/fpga.md).
 """
 from cxlkv.hdl.boards import Board
 
-#: default core clock of the board top: met with margin by the board top with the sequential tracker
-#: (36.39 MHz achieved at a 125 MHz constraint; not yet measured with the pipelined one: docs/fpga.md);
-#: the goal stays 125 MHz (make bench)
-CORE_MHZ = 30.0
+#: default core clock of the board top: met with margin (19 %) by the board top with the pipelined
+#: tracker (12.41 MHz achieved at a 125 MHz constraint: docs/fpga.md); the goal stays 125 MHz (make bench)
+CORE_MHZ = 10.0
 
-#: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^6 positions.
-#: The pipelined tracker keeps one slot per position (its ``max_budget`` defaults to the positions
-#: and Controller does not pass it yet), and its per-slot prev/next lists and bucket ring have
-#: several write ports, so they become flip-flops: at 4 x 2 x 2^10 that was 205,719 FFs (the part
-#: has 83,640) and yosys ran out of memory. 2^6 positions fit (docs/fpga.md, "The tracker on the
-#: board"); the shipped traces (positions < 512) need max_budget exposed by the controller.
+#: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^6 positions, 16 slots
+#: per queue (budgets up to 25 %), no tier mover. The pipelined tracker's per-slot prev/next lists and
+#: bucket ring have several write ports, so they become flip-flops: at 4 x 2 x 2^10 with a slot per
+#: position that was 205,719 FFs (the part has 83,640) and yosys ran out of memory; this build uses
+#: 57 % of the LUTs and 18 % of the FFs (docs/fpga.md, "The tracker on the board").
 #: Llama-3-8B's 32 x 8 x 2^13 needs device DRAM behind the ``external`` ports, not wired yet.
-CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 6, "bitags": 16, "tracker": "onchip"}
+CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 6, "bitags": 16, "tracker": "onchip", "max_budget": 16,
+              "tiers": "none"}
 
 
 def _platform():
