@@ -144,10 +144,12 @@ def test_command_line_info_and_errors(emulator, capsys):
 TRACE = "traces/tiny_llama_stdlib_thr001.npz"
 
 
-def test_replay_over_serial_equals_the_model_event_for_event(emulator):
+def test_replay_over_serial_equals_the_model_event_for_event():
     from cxlkv.models.trace import load_trace
     sub = load_trace(TRACE)
-    with SyncDevice(SerialTransport(emulator.path, BAUD)) as dev:
+    # ~1,200 batches: the emulator's frame timeout at 115200 baud (5.6 ms) and a 10 s answer
+    # timeout keep a loaded CI machine from starving the emulator thread into a false timeout
+    with BridgeEmulator(baud=115200) as emu, SyncDevice(SerialTransport(emu.path, 115200, timeout_s=10.0)) as dev:
         got = dev.replay(sub, 20, hw_pinned=2)
         got_dec = dev.last_decisions
     with SyncDevice(ModelTransport()) as ref:
