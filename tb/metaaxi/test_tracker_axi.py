@@ -24,35 +24,17 @@ def _pauses(rng, p):
 class AxiTrackerEnv(TrackerEnv):
     """TrackerEnv with the metadata in an AxiRam behind the DUT's m_axi port."""
 
-    async def start(self, *, pause=0.0):
-        dut, rng = self.dut, test_rng()
-        from cocotb.clock import Clock
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        for name in ("budget", "pinned", "alpha", "rate_mant", "rate_shift", "tln_r", "tln_d", "bucket_bits",
-                     "write_sample", "read_credit"):
-            getattr(dut, name).value = getattr(self.cfg, name)
-        dut.decode_lock.value = self.decode_lock
+    def attach_memory(self, rng, *, pause=0.0):
+        dut, g = self.dut, self.geom
         dut.base.value = BASE
-        dut.rst.value = 1
-        for port in (self.ev_port, self.vq_port):
-            port.valid.value = 0
-        self.dec_port.ready.value = 0
-        self.va_port.ready.value = 0
-        g = self.geom
         self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
                           size=BASE + 8 * g.n_queues * g.n_positions)
         if pause:
             for ch in (self.ram.write_if.aw_channel, self.ram.write_if.w_channel, self.ram.write_if.b_channel,
                        self.ram.read_if.ar_channel, self.ram.read_if.r_channel):
                 ch.set_pause_generator(_pauses(rng, pause))
-        for _ in range(3):
-            await RisingEdge(dut.clk)
-        dut.rst.value = 0
-        cocotb.start_soon(self._monitor())
-        cocotb.start_soon(self._axi_monitor())
         self.ar = self.aw = self.raw_violations = 0
-        while int(dut.busy.value):
-            await RisingEdge(dut.clk)
+        return [self._axi_monitor()]
 
     async def _axi_monitor(self):
         dut, g = self.dut, self.geom

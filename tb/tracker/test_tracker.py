@@ -94,7 +94,9 @@ class TrackerEnv:
             self.coverage["victim_locked"] += 1
         return (vq["layer"], vq["head"], a.valid, a.locked, 0, a.victim)
 
-    async def start(self, *, meta_ready=1.0, latency=1, jitter=0):
+    async def start(self, **memory):
+        """Clock, configuration and reset; the metadata memory (``attach_memory(rng, **memory)``)
+        and the monitor start with reset released; returns when the tracker is no longer busy."""
         dut, rng = self.dut, test_rng()
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         cfg = self.cfg
@@ -107,18 +109,24 @@ class TrackerEnv:
             port.valid.value = 0
         self.dec_port.ready.value = 0
         self.va_port.ready.value = 0
-        g = self.geom
+        runners = self.attach_memory(rng, **memory)
+        for _ in range(3):
+            await RisingEdge(dut.clk)
+        dut.rst.value = 0
+        for run in runners:
+            cocotb.start_soon(run)
+        cocotb.start_soon(self._monitor())
+        while int(dut.busy.value):
+            await RisingEdge(dut.clk)
+
+    def attach_memory(self, rng, *, meta_ready=1.0, latency=1, jitter=0):
+        """The metadata memory on the tracker's split channels; returns the coroutines to start."""
+        g, dut = self.geom, self.dut
         self.meta = SplitChannelMemory(dut.clk, StreamPort(dut, "meta_rd"), StreamPort(dut, "meta_rd_data"),
                                        StreamPort(dut, "meta_wr"), Packer(g.meta_rd_layout()),
                                        Packer(g.meta_wr_layout()), rng, ready_prob=meta_ready, latency=latency,
                                        jitter=jitter)
-        for _ in range(3):
-            await RisingEdge(dut.clk)
-        dut.rst.value = 0
-        cocotb.start_soon(self.meta.run())
-        cocotb.start_soon(self._monitor())
-        while int(dut.busy.value):
-            await RisingEdge(dut.clk)
+        return [self.meta.run()]
 
     async def _monitor(self):
         dut = self.dut
