@@ -272,6 +272,13 @@ class Tracker(wiring.Component):
                         m.d.comb += out.eq(arr[i])
             return out
 
+        def f_write(tag, *pairs):
+            """Register each (array, value) of ``pairs`` into entry ``tag`` (under the caller's condition)."""
+            with m.Switch(tag):
+                for i in range(D):
+                    with m.Case(i):
+                        m.d.sync += [arr[i].eq(value) for arr, value in pairs]
+
         # response FIFO (metadata words that arrived before their event reached B0)
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
@@ -365,9 +372,7 @@ class Tracker(wiring.Component):
             bump("reads", ~ein.write)
             bump("writes", ein.write)
             bump("step_errors", backwards)
-            for i in range(D):
-                with m.If(new_tag == i):
-                    m.d.sync += [f_addr[i].eq(ev_addr), f_step[i].eq(s_use)]
+            f_write(new_tag, (f_addr, ev_addr), (f_step, s_use))
             # the new event becomes its entry's youngest; the matched one no longer is
             m.d.sync += f_latest.eq((f_latest & ~match) | one_new)
         # in-flight bits: set on accept of an event with a metadata word, cleared on retire
@@ -457,9 +462,7 @@ class Tracker(wiring.Component):
                      ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
                      ema_new.eq(dec + ema_step)]
         with m.If(adv & v[1] & (x1.kind == K_EVENT)):
-            for i in range(D):
-                with m.If(x1.tag == i):
-                    m.d.sync += f_ema[i].eq(ema_new)
+            f_write(x1.tag, (f_ema, ema_new))
         with m.If(adv):
             m.d.sync += [ema_n[0].eq(ema_new), ema_n[1].eq(ema_n[0]), ema_n[2].eq(ema_n[1])]
 
@@ -697,9 +700,7 @@ class Tracker(wiring.Component):
         slot_after = Signal(g.sb)
         m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))
         with m.If(commit):
-            for i in range(D):
-                with m.If(x.tag == i):
-                    m.d.sync += f_slot[i].eq(slot_after)
+            f_write(x.tag, (f_slot, slot_after))
 
         # -- victim request answer
         locked = (self.decode_lock >> x.q)[0]
