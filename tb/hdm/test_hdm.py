@@ -17,7 +17,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.models import hdm as M
 from cxlkv.models.trace import Trace, load_trace
-from cxlkv.tb.common import InOrderScoreboard, Packer, StreamPort, env_int, params, report_metric, test_rng
+from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_stream, env_int, params, report_metric,
+                             test_rng)
 
 TRACES = __import__("pathlib").Path(__file__).resolve().parents[2] / "traces"
 
@@ -119,20 +120,7 @@ class HdmEnv:
 
     # ---- drivers ----------------------------------------------------------------------------------
     async def _offer(self, port, packer, items, idle):
-        clk = self.dut.clk
-        port.valid.value = 0
-        for item in items:
-            while idle and self.rng.random() < idle:
-                await RisingEdge(clk)
-            port.payload.value = packer.pack(item.__dict__)
-            port.valid.value = 1
-            while True:
-                await ReadOnly()
-                taken = bool(port.ready.value)
-                await RisingEdge(clk)
-                if taken:
-                    break
-            port.valid.value = 0
+        await drive_stream(self.dut.clk, port, packer, [item.__dict__ for item in items], self.rng, idle=idle)
 
     async def drive_independent(self, accesses, hints, idle_a=0.1, idle_h=0.3):
         """Both streams at once, each at its own pace: any interleaving the block may see."""
