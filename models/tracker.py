@@ -26,6 +26,15 @@ operation per non-empty bucket). The victim is the expired list's head, else the
 lowest non-empty ring bucket counted from ``kc - L``: the same entry as ``hw``'s, because the
 buckets left in place below ``kc`` are exactly the tail of ``hw``'s expired list, in key order.
 
+**Prefetch inserts.** ``hw`` with a prefetch window (``--param window=W``) inserts the missing
+neighbours of a read at once, after the read: a *prefetch insert* of position p into queue q at
+the queue's current step (``TrackerModel.prefetch``). A resident p is left exactly as it is; any
+other p is inserted like a read miss (free slot, victim, or nothing evictable) with its EMA decayed
+and nothing folded in. Per slot a ``pf`` bit marks an entry a prefetch brought in and no access has
+touched since, for ``prefetch_hits`` and ``prefetch_evicted_unused``. ``prefetch_after`` applies
+the rule of ``models/prefetch.py`` to a demand decision; ``replay_model(..., window=W)`` equals
+``policy.replay(..., "hw", window=W)``.
+
 Beyond ``policy.replay`` the tracker has: a "victim for queue q" request (what the queue's
 next miss would evict; ``none`` for an empty, unstarted or decode-locked queue), a step that
 goes backwards (applied as the queue's current step, counted in ``step_errors``), and a
@@ -38,6 +47,7 @@ from dataclasses import dataclass, field
 
 from cxlkv.errors import CxlkvError
 from cxlkv.models import policy as P
+from cxlkv.models import prefetch as PF
 from cxlkv.models import scoring as S
 
 KEY_BITS = 33            # (step + F) >> g, step < 2^32, F < 2^24: fits 33 bits
@@ -65,8 +75,8 @@ class TrackerConfig:
 
     @classmethod
     def from_params(cls, params: P.PolicyParams, budget: int) -> "TrackerConfig":
-        if params.window:
-            raise CxlkvError("the tracker implements hw without prefetch (window must be 0)")
+        """The tracker inputs of ``hw`` with ``params``; the prefetch window is not one of them
+        (whoever sends prefetch inserts applies it: ``prefetch_after``)."""
         _, tau_e, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)
         rate = S.decay_rate(tau_e)
         tl = P.hw_rank_tau_long(params)
@@ -116,6 +126,8 @@ class Decision:
     no_victim: int
     victim: int          # position when victim_valid, else 0
     slot: int = 0        # the slot the position occupies after the event (0 for no_victim)
+    prefetch: int = 0    # 1: the answer to a prefetch insert (hit is then 0; a resident position: all 0)
+    error: int = 0       # 1: a prefetch insert into a queue that has had no event yet (nothing changes)
 
     @property
     def code(self) -> int:
@@ -154,10 +166,12 @@ class _Slot:
     key: int = 0
     prev: int | None = None
     next: int | None = None
+    pf: bool = False     # inserted by a prefetch and not accessed since
 
 
 COUNTER_NAMES = ("events", "reads", "read_hits", "writes", "evictions", "no_victim", "victim_requests",
-                 "victim_none", "victim_locked", "step_errors", "splices")
+                 "victim_none", "victim_locked", "step_errors", "splices", "prefetches", "prefetch_hits",
+                 "prefetch_evicted_unused")
 
 
 class TrackerModel:
@@ -287,13 +301,43 @@ class TrackerModel:
             qs.kc, qs.ehead, qs.etail, qs.nres, qs.bitmap = s >> g, None, None, 0, 0
         self._advance(q, qs, s >> g)
         slot = self.resident_slot(q, p)
+        if slot is not None:
+            node = self._slot(q, slot)
+            if is_read:
+                c["read_hits"] += 1
+                if node.pf:
+                    c["prefetch_hits"] += 1
+            node.pf = False
+        return self._place(q, qs, p, s, ema, key, slot0, slot, prefetch=False)
+
+    def prefetch(self, q: int, p: int) -> Decision:
+        """``hw``'s prefetch insert of position ``p`` into queue ``q`` at the queue's current step:
+        a resident ``p`` is left as it is (an all-zero decision but ``prefetch`` and ``slot``); any
+        other is inserted like a read miss, its EMA decayed with nothing folded in. A queue without
+        an event yet has no step: the insert is refused (``error``), nothing changes."""
+        cfg, qs, c = self.cfg, self.queues[q], self.counters
+        if not qs.started:
+            return Decision(q, p, 0, 0, 0, 0, 0, 0, prefetch=1, error=1)
+        slot = self.resident_slot(q, p)
+        if slot is not None:
+            return Decision(q, p, 0, 0, 0, 0, 0, slot, prefetch=1)
+        c["prefetches"] += 1
+        s = qs.cur_step
+        ema0, t0, slot0 = self.meta.get((q, p), (0, 0, 0))
+        ema = decayed_ema(ema0, t0, s, cfg)
+        key = (s + retention(ema, cfg.tln_d if qs.dense else cfg.tln_r)) >> cfg.bucket_bits
+        self._advance(q, qs, s >> cfg.bucket_bits)         # the cursor is there already: no splice
+        return self._place(q, qs, p, s, ema, key, slot0, None, prefetch=True)
+
+    def _place(self, q, qs: _Queue, p, s, ema, key, slot0, slot, *, prefetch) -> Decision:
+        """The list stage after the residency check: move a resident ``slot`` (a hit) or insert
+        ``p`` (free slot, victim, or nothing evictable); write the metadata word."""
+        cfg, nbr, c = self.cfg, self.n_buckets, self.counters
         pinned = p < cfg.pinned
         hit = inserted = victim_valid = 0
         victim = 0
         if slot is not None:
             hit = 1
-            if is_read:
-                c["read_hits"] += 1
             if not pinned:
                 self._unlink(q, qs, slot)
         else:
@@ -309,10 +353,14 @@ class TrackerModel:
                 if slot is None:
                     c["no_victim"] += 1
                     self.meta[(q, p)] = (ema, s, slot0)
-                    return Decision(q, p, 0, 0, 0, 1, 0, 0)
+                    return Decision(q, p, 0, 0, 0, 1, 0, 0, prefetch=int(prefetch))
                 c["evictions"] += 1
-                victim_valid, victim = 1, self._slot(q, slot).pos
+                vnode = self._slot(q, slot)
+                victim_valid, victim = 1, vnode.pos
+                if vnode.pf:
+                    c["prefetch_evicted_unused"] += 1
             inserted = 1
+            self._slot(q, slot).pf = prefetch
         self.meta[(q, p)] = (ema, s, slot)
         node = self._slot(q, slot)
         node.pos, node.key = p, key
@@ -337,7 +385,7 @@ class TrackerModel:
                     self._slot(q, t).next = slot
                 qs.btail[b] = slot
             qs.bitmap |= 1 << b
-        return Decision(q, p, hit, inserted, victim_valid, 0, victim, slot)
+        return Decision(q, p, hit, inserted, victim_valid, 0, victim, slot, prefetch=int(prefetch))
 
     def _unlink(self, q, qs: _Queue, s: int):
         node = self._slot(q, s)
@@ -400,8 +448,34 @@ def events_from_trace(trace) -> list[Event]:
             for i in range(len(trace))]
 
 
-def replay_model(trace, cfg: TrackerConfig, n_buckets: int | None = None) -> list[Decision]:
-    """Every event of ``trace`` through a fresh model; n_buckets defaults to the ring the config needs."""
+def prefetch_after(model: TrackerModel, ev: Event, d: Decision, newest: int, window: int,
+                   trigger_all: int) -> list[Decision]:
+    """The prefetch inserts the rule of ``models/prefetch.py`` makes after demand event ``ev``
+    decided ``d`` (``newest``: the queue's largest position so far, this event's included),
+    applied to ``model`` in the rule's order; their decisions."""
+    out = []
+    if PF.triggers(not ev.write, d.hit, trigger_all, window):
+        lo, hi = PF.window_bounds(ev.position, window, newest)
+        pp = PF.first_candidate(lo, ev.position)
+        while pp <= hi:
+            out.append(model.prefetch(ev.queue, pp))
+            pp = PF.next_candidate(pp, ev.position)
+    return out
+
+
+def replay_model(trace, cfg: TrackerConfig, n_buckets: int | None = None, window: int = 0,
+                 trigger_all: int = 0) -> list[Decision]:
+    """Every event of ``trace`` through a fresh model (with ``window`` > 0, each followed by the
+    prefetch inserts of the rule): the demand events' decisions. n_buckets defaults to the ring
+    the config needs; the model needs positions up to the last prefetch candidate."""
     nbr = n_buckets or ring_size(buckets_needed(cfg))
-    m = TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 1 if len(trace) else 1, nbr)
-    return [m.event(e) for e in events_from_trace(trace)]
+    n_pos = int(trace.pos.max()) + 1 + window if len(trace) else 1
+    m = TrackerModel(cfg, trace.n_queues, n_pos, nbr)
+    newest = [-1] * trace.n_queues
+    out = []
+    for e in events_from_trace(trace):
+        d = m.event(e)
+        out.append(d)
+        newest[e.queue] = max(newest[e.queue], e.position)
+        prefetch_after(m, e, d, newest[e.queue], window, trigger_all)
+    return out

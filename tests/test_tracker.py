@@ -89,9 +89,57 @@ def test_cfg_error_when_ring_too_small():
     assert not T.TrackerModel(cfg, 1, 16, 1024).cfg_error
 
 
-def test_prefetch_window_is_refused():
-    with pytest.raises(Exception, match="window"):
-        T.TrackerConfig.from_params(P.make_params("hw", window=2), 4)
+PREFETCH_CASES = [
+    ("mixed", 4, 2, 0, {}), ("mixed", 6, 1, 1, {"hw_pinned": 2}), ("dense_early", 5, 3, 0, {}),
+    ("dense_early", 8, 2, 1, {"hw_rank_tau": 4, "hw_bucket_bits": 1}),
+    ("mixed", 2, 2, 0, {"hw_pinned": 3}),      # prefetches with nothing evictable
+]
+
+
+@pytest.mark.parametrize("family,budget,window,trigger_all,over", PREFETCH_CASES)
+def test_model_with_prefetch_inserts_equals_policy_replay(family, budget, window, trigger_all, over):
+    """The rule's prefetch inserts after each demand decision: hw --param window=W, count for count."""
+    trace = tracegen.synth(family, n_layers=2, n_kv_heads=2, prefill=32, steps=64, seed=budget + window)
+    params = P.make_params("hw", window=window, **over)
+    ref = P.replay(trace, "hw", budget, params=params, record_victims=True, prefetch_trigger=trigger_all)
+    cfg = T.TrackerConfig.from_params(params, budget)
+    model = T.TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 1 + window, T.ring_size(T.buckets_needed(cfg)))
+    newest = [-1] * trace.n_queues
+    codes, pf_decisions = [], []
+    for e in T.events_from_trace(trace):
+        d = model.event(e)
+        codes.append(d.code)
+        newest[e.queue] = max(newest[e.queue], e.position)
+        pf_decisions += T.prefetch_after(model, e, d, newest[e.queue], window, trigger_all)
+    assert codes == ref.victims.tolist()
+    c = model.counters
+    for name in ("read_hits", "evictions", "prefetches", "prefetch_hits", "no_victim"):
+        assert c[name] == ref.total(name), name
+    assert c["prefetch_evicted_unused"] == ref.total("prefetch_evicted_unused")
+    assert c["prefetches"] > 0 and all(d.prefetch and not d.hit and not d.error for d in pf_decisions)
+    assert sum(d.inserted or d.no_victim for d in pf_decisions) == c["prefetches"]
+    if over.get("hw_pinned", 0) < budget:
+        assert c["prefetch_hits"] > 0 and c["prefetch_evicted_unused"] > 0
+    assert [d.code for d in T.replay_model(trace, cfg, window=window, trigger_all=trigger_all)] == codes
+    # negative: another window gives other counts
+    other = P.replay(trace, "hw", budget, params=P.make_params("hw", window=window + 1, **over),
+                     prefetch_trigger=trigger_all)
+    assert other.total("prefetches") != c["prefetches"]
+
+
+def test_prefetch_insert_of_a_resident_or_unstarted_entry_changes_nothing():
+    cfg = T.TrackerConfig.from_params(P.make_params("hw"), 4)
+    model = T.TrackerModel(cfg, 2, 16, 128)
+    assert model.prefetch(1, 3) == T.Decision(1, 3, 0, 0, 0, 0, 0, 0, prefetch=1, error=1)
+    model.event(T.Event(0, 5, 0, 1000, 10))
+    before = (dict(model.meta), {k: vars(v).copy() for k, v in model.slots.items()}, dict(model.counters))
+    assert model.prefetch(0, 5) == T.Decision(0, 5, 0, 0, 0, 0, 0, 0, prefetch=1)
+    assert (dict(model.meta), {k: vars(v).copy() for k, v in model.slots.items()}, dict(model.counters)) == before
+    d = model.prefetch(0, 6)
+    assert (d.inserted, d.slot, d.prefetch, model.counters["prefetches"]) == (1, 1, 1, 1)
+    assert model.meta[(0, 6)] == (0, 10, 1)        # never seen: EMA 0, t_last = the queue's step
+    model.event(T.Event(0, 6, 0, 0, 11))
+    assert model.counters["prefetch_hits"] == 1
 
 
 def test_victims_are_first_in_the_exact_order():
