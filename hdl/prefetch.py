@@ -17,6 +17,9 @@ for a rate-limit token and a free tag, and goes to the tier mover as
 the tag and forwards ``ins`` {queue, pos} to the tracker (which inserts with the
 policy's victim choice).
 
+``idle`` = no request, no candidate, no lookup, nothing waiting to issue or in flight (the
+controller top's exact mode waits for it between demand events).
+
 Pipeline: slot queue -> C0 (lookup port) -> lookup queue (answers) -> S2 (issue)
 -> in-flight table.
 """
@@ -82,6 +85,7 @@ class PrefetchEngine(wiring.Component):
             "cpl": In(stream.Signature(completion_layout(self.tag_bits))),
             "ins": Out(stream.Signature(insert_layout(queue_bits, pos_width))),
             "pending": Out(range(depth + 1)),
+            "idle": Out(1),
         }
         for name in M.COUNTERS:
             members[name] = Out(counter_width)
@@ -324,6 +328,10 @@ class PrefetchEngine(wiring.Component):
                     m.d.sync += tv[t].eq(0)
         count("inserts", cpl_done & ent_valid)
         count("bad_completions", cpl_done & ~ent_valid)
+
+        # ---- idle: no request, no candidate, no lookup, nothing waiting to issue or in flight
+        # (an insert waiting on ``ins`` holds its tag: not idle until the tracker took it)
+        m.d.comb += self.idle.eq((n == 0) & ~c0_valid & (lq_n == 0) & ~s2_valid & ~_any(tv))
         return m
 
 

@@ -158,6 +158,13 @@ class PrefetchEngine:
         if self.counters is None:
             self.counters = {k: 0 for k in COUNTERS}
 
+    @property
+    def idle(self) -> int:
+        """The RTL's ``idle`` output: no request, no candidate, no lookup, nothing waiting to issue
+        or in flight (an insert waiting on ``ins`` still holds its tag)."""
+        return int(not self.slots and self.c0 is None and not self.lq and self.s2 is None
+                   and all(e is None for e in self.inflight))
+
     # --- combinational view of one cycle ---------------------------------------------------
 
     def _comb(self, cfg: PrefetchConfig, i: Inputs):

@@ -198,11 +198,12 @@ class PrefetchEnv:
         if act.ins_valid and inp.ins_ready:
             self.sb_ins.actual((act.ins_queue, act.ins_pos))
         # everything else, every cycle (payloads only where they are valid)
-        def snap(o: M.Outputs, counters):
+        def snap(o: M.Outputs, idle, counters):
             return (o.acc_ready, o.chk_valid, (o.chk_queue, o.chk_pos) if o.chk_valid else None, o.rsp_ready,
-                    o.fetch_valid, o.cpl_ready, o.ins_valid, counters)
-        self.sb_cycle.expect((self.cycles, snap(exp, tuple(model.counters[k] for k in M.COUNTERS))))
-        self.sb_cycle.actual((self.cycles, snap(act, tuple(int(getattr(d, k).value) for k in M.COUNTERS))))
+                    o.fetch_valid, o.cpl_ready, o.ins_valid, idle, counters)
+        self.sb_cycle.expect((self.cycles, snap(exp, model.idle, tuple(model.counters[k] for k in M.COUNTERS))))
+        self.sb_cycle.actual((self.cycles, snap(act, int(d.idle.value),
+                                                tuple(int(getattr(d, k).value) for k in M.COUNTERS))))
         return act
 
     def _react(self, inp: M.Inputs, act: M.Outputs):
@@ -257,9 +258,7 @@ class PrefetchEnv:
         for _ in range(limit):
             await self.cycle()
             m = self.model
-            if (not m.slots and m.c0 is None and not m.lq and m.s2 is None and not self.mover
-                    and self.cpl_offer is None and self.rsp_offer is None
-                    and all(e is None for e in m.inflight)):
+            if m.idle and not self.mover and self.cpl_offer is None and self.rsp_offer is None:
                 break
         for _ in range(4):
             await self.cycle()
