@@ -1,14 +1,14 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "6db740755d9e616cf31e710c6700cbc5c621a14cc89980c50c35058ce4061129"
+SOURCE_SHA256 = "f545b7895c76e73e9135703f5be790aeff4baeedea4dccd9b804ea06178b8315"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
         Field('magic', 0, 32, 'r', 'na', 0x43584b56, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Magic 0x43584B56 ('CXKV')."),
     )),
     Register('VERSION', 0x004, 32, external=False, desc='Version', fields=(
-        Field('minor', 0, 16, 'r', 'na', 0x3, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
+        Field('minor', 0, 16, 'r', 'na', 0x4, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
         Field('major', 16, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Major version; the driver refuses a major it does not know.'),
     )),
     Register('GEOMETRY', 0x008, 32, external=False, desc='Tracked geometry, fixed at synthesis.', fields=(
@@ -62,6 +62,7 @@ REGISTERS = (
         Field('window', 0, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=64, desc='Window W: fetch the missing positions of [P-W, P+W].'),
         Field('trigger', 8, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Trigger: 0 demand misses, 1 every read.'),
         Field('overflow_stall', 9, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Queue overflow: 0 drop oldest, 1 stall.'),
+        Field('exact', 10, 1, 'rw', 'r', 0x1, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Exact mode (window != 0): the controller top holds demand events until the last one's prefetch candidates are inserted, so the tracker sees the policy simulator's order (`policy replay --policy hw --param window=W`). 0: no hold (the engine's queue, drops and rate limit apply)."),
         Field('rate_issues', 16, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Issue at most this many prefetches per rate period (0: unlimited).'),
     )),
     Register('PREFETCH_PERIOD', 0x03c, 32, external=False, desc='Prefetch rate period', fields=(
@@ -193,7 +194,7 @@ REGISTERS = (
     Register('VICTIM_NONE', 0x128, 64, external=False, desc="Victim requests answered 'none' (nothing evictable, or the queue decode-locked).", fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('PREFETCHES', 0x130, 64, external=False, desc='Prefetches issued.', fields=(
+    Register('PREFETCHES', 0x130, 64, external=False, desc="Prefetch inserts of positions that were not resident (the tracker's count; the policy simulator's prefetches), no_victim ones included.", fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('PREFETCH_HITS', 0x138, 64, external=False, desc='Reads that hit a prefetched entry not touched since.', fields=(
@@ -289,7 +290,7 @@ REGISTERS = (
     Register('HINT_PUSH_DROPS', 0x358, 64, external=False, desc='HINT_PUSH writes dropped: one still waiting, CONTROL.enable = 0, or an entry wider than the built geometry.', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
-    Register('TIER_COMMANDS', 0x360, 64, external=False, desc='Decisions the tier mover took as commands (one per tracker decision).', fields=(
+    Register('TIER_COMMANDS', 0x360, 64, external=False, desc='Decisions the tier mover took as commands (one per demand decision, and one per prefetch decision that inserted).', fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('TIER_HITS', 0x368, 64, external=False, desc='Commands that hit a resident frame (no traffic).', fields=(

@@ -15,7 +15,8 @@ def add_arguments(p):
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth; docs/controller.md); repeatable")
+                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth, prefetch (0 or 1); "
+                        "docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
@@ -34,7 +35,9 @@ def add_arguments(p):
                    help="fast-tier entries per queue, or a percentage of the trace's context (e.g. 10%%)")
     r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="hw parameter (a register each): hw_alpha, hw_tau, hw_pinned, hw_rank_tau, hw_rank_tau_long, "
-                        "hw_bucket_bits, hw_write_sample, hw_read_credit (repeatable)")
+                        "hw_bucket_bits, hw_write_sample, hw_read_credit; window (prefetch, a device with "
+                        "CAPS.prefetch) and prefetch_trigger_all (1 every read, the default as in `policy replay`; "
+                        "0 demand misses) (repeatable)")
     r.add_argument("--via", choices=("events", "hdm"), default="events",
                    help="events: the tracker's direct event port; hdm: line accesses and hints through the "
                         "HDM address decode, as a host sends them")
@@ -80,6 +83,10 @@ def _build_params(items):
             out[name] = int(value, 0)
         except ValueError:
             raise CxlkvError(f"bad value in --build {item!r}: an integer is needed") from None
+        if name == "prefetch":
+            if out[name] not in (0, 1):
+                raise CxlkvError(f"bad value in --build {item!r}: prefetch is 0 or 1")
+            out[name] = bool(out[name])
     return out
 
 

@@ -43,7 +43,7 @@ CONFIG_FIELDS = {
     "alpha": ("ALPHA", "value"), "tau": ("TAU", "value"),
     "prefetch_window": ("PREFETCH", "window"), "prefetch_trigger": ("PREFETCH", "trigger"),
     "prefetch_overflow_stall": ("PREFETCH", "overflow_stall"), "prefetch_rate_issues": ("PREFETCH", "rate_issues"),
-    "prefetch_period": ("PREFETCH_PERIOD", "cycles"),
+    "prefetch_period": ("PREFETCH_PERIOD", "cycles"), "prefetch_exact": ("PREFETCH", "exact"),
     "phase_ratio": ("PHASE_CFG", "ratio"), "phase_window_log2": ("PHASE_CFG", "window_log2"),
     "phase_hysteresis": ("PHASE_CFG", "hysteresis"),
     "queue_budget": ("QUEUE_BUDGET", "entries"), "pin_first": ("PINS", "first_n"),
@@ -153,15 +153,15 @@ class Device:
         return await self.read_fields("STATUS")
 
     async def settle(self):
-        """Wait until STATUS.busy = 0: the tier mover has moved every decision's entry, so its
-        counters (TIER_*) are final. Raises DeviceError if it stays busy."""
+        """Wait until STATUS.busy = 0: the tier mover has moved every decision's entry and the prefetch
+        engine has inserted every candidate, so the counters (TIER_*, PREFETCH*) are final. Raises DeviceError if it stays busy."""
         step = getattr(self.t, "step", None)       # the sim transport runs the clock without bus traffic
         for _ in range(SETTLE_POLLS):
             if not (await self.status())["busy"]:
                 return
             if step is not None:
                 step(64)
-        raise DeviceError(f"STATUS.busy stayed 1 for {SETTLE_POLLS} polls (tier mover or tracker stuck, "
+        raise DeviceError(f"STATUS.busy stayed 1 for {SETTLE_POLLS} polls (tier mover, prefetch engine or tracker stuck, "
                           "or CONTROL.enable = 0 while it was busy)")
 
     async def clear_counters(self):
@@ -246,7 +246,12 @@ class Device:
         go to ALPHA, TAU and PINS; ``hw_rank_tau``, ``hw_rank_tau_long``, ``hw_bucket_bits``,
         ``hw_write_sample`` and ``hw_read_credit`` to TLN_R, TLN_D, HW_BUCKET and HW_SAMPLE (a
         configuration needing more deadline buckets than the device's ring, HW_RING, is
-        refused); ``window`` must be 0 (no prefetch in the top yet).
+        refused). ``window`` = W > 0 (at most PREFETCH.window's 64) needs a device with the prefetch
+        engine (CAPS.prefetch = 1): PREFETCH gets W, the trigger, exact = 1 (the top holds each demand
+        event until the previous one's candidates are inserted: the simulator's order), drop mode and
+        no rate limit. ``prefetch_trigger_all`` (not a policy parameter): 1 (default) every read
+        triggers, as ``policy replay``'s default ``prefetch_trigger`` (TRIGGER_READ); 0 demand misses
+        only (``policy.replay(..., prefetch_trigger=TRIGGER_MISS)``).
 
         ``via``: ``events`` drives the tracker's direct event port; ``hdm`` sends the trace as the
         host would: the HDM window packed over the device's geometry (512-byte entries at
@@ -268,9 +273,15 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     from cxlkv.models import scoring as S
     from cxlkv.models.controller import buckets_needed, hw_registers
     from cxlkv.sw.transport import EVENT_DTYPE, FLAG_ERROR, FLAG_HIT
+    overrides = dict(overrides)
+    trigger_all = overrides.pop("prefetch_trigger_all", 1)
+    if trigger_all not in (0, 1) or isinstance(trigger_all, bool):
+        raise ConfigError(f"prefetch_trigger_all must be 0 (demand misses) or 1 (every read), got {trigger_all!r}")
     params = P.make_params("hw", **overrides)
-    if params.window:
-        raise ConfigError("the controller has no prefetch engine yet: window must be 0")
+    pf_window = regmap.BY_NAME["PREFETCH"].field("window")
+    if params.window > pf_window.range_max:
+        raise ConfigError(f"window = {params.window}: the device's prefetch window is at most {pf_window.range_max} "
+                          "(PREFETCH.window)")
     hw_regs = hw_registers(params)
     pins = regmap.BY_NAME["PINS"].field("first_n")
     if params.hw_pinned > pins.range_max:
@@ -282,6 +293,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     info = await dev.info()
     if "tracker" not in info["caps"]:
         raise DeviceError("this device has no tracker (CAPS.tracker = 0): it cannot replay a trace")
+    has_prefetch = "prefetch" in info["caps"]
+    if params.window and not has_prefetch:
+        raise ConfigError("this device has no prefetch engine (CAPS.prefetch = 0): window must be 0")
     n_pos = 1 << info["entries_log2"]
     maxpos = int(trace.pos.max()) if len(trace) else 0
     if trace.n_layers > info["n_layers"] or trace.n_kv_heads > info["n_kv_heads"] or maxpos >= n_pos:
@@ -311,6 +325,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         by_reg.setdefault(reg, {})[field] = v
     for reg, fields in by_reg.items():
         await dev.write_fields(reg, **fields)
+    if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
+        await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
+                               rate_issues=0, exact=1)
     await dev.write_fields("CONTROL", enable=1)
     await dev.clear_counters()
 
@@ -337,7 +354,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         dec = await dev.t.events(rec)
     dev.last_decisions = dec
     tiers = "tiermover" in info["caps"]
-    if tiers:
+    if tiers or has_prefetch:
         await dev.settle()
     c = await dev.counters()
 
@@ -367,6 +384,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         "n_queues": trace.n_queues, "params": P.policy_param_dict("hw", params),
         "transport": dev.t.name, "via": via,
         **({k: c[k] for k in TIER_REPLAY_KEYS} if tiers else {}),
+        **({"prefetch_trigger_all": trigger_all, "prefetch_drops": c["prefetch_drops"]} if has_prefetch else {}),
     }
 
 

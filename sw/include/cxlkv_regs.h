@@ -20,7 +20,7 @@ extern "C" {
 #define CXLKV_REGS__VERSION__MINOR_bm 0xffff
 #define CXLKV_REGS__VERSION__MINOR_bp 0
 #define CXLKV_REGS__VERSION__MINOR_bw 16
-#define CXLKV_REGS__VERSION__MINOR_reset 0x3
+#define CXLKV_REGS__VERSION__MINOR_reset 0x4
 #define CXLKV_REGS__VERSION__MAJOR_bm 0xffff0000
 #define CXLKV_REGS__VERSION__MAJOR_bp 16
 #define CXLKV_REGS__VERSION__MAJOR_bw 16
@@ -153,6 +153,10 @@ extern "C" {
 #define CXLKV_REGS__PREFETCH__OVERFLOW_STALL_bp 9
 #define CXLKV_REGS__PREFETCH__OVERFLOW_STALL_bw 1
 #define CXLKV_REGS__PREFETCH__OVERFLOW_STALL_reset 0x0
+#define CXLKV_REGS__PREFETCH__EXACT_bm 0x400
+#define CXLKV_REGS__PREFETCH__EXACT_bp 10
+#define CXLKV_REGS__PREFETCH__EXACT_bw 1
+#define CXLKV_REGS__PREFETCH__EXACT_reset 0x1
 #define CXLKV_REGS__PREFETCH__RATE_ISSUES_bm 0xff0000
 #define CXLKV_REGS__PREFETCH__RATE_ISSUES_bp 16
 #define CXLKV_REGS__PREFETCH__RATE_ISSUES_bw 8
@@ -453,10 +457,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_BE076753__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_BE076753__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_0d5b4710
-#define CXLKV_REGS__COUNTER_T_DESC_0D5B4710__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_0D5B4710__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_0D5B4710__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_15c96185
+#define CXLKV_REGS__COUNTER_T_DESC_15C96185__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_15C96185__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_15C96185__COUNT_bw 64
 
 // reg - cxlkv_regs::counter_t_desc_a8122569
 #define CXLKV_REGS__COUNTER_T_DESC_A8122569__COUNT_bm 0xffffffffffffffff
@@ -615,10 +619,10 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_6AA73C00__COUNT_bw 64
 
-// reg - cxlkv_regs::counter_t_desc_6061624b
-#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bm 0xffffffffffffffff
-#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bp 0
-#define CXLKV_REGS__COUNTER_T_DESC_6061624B__COUNT_bw 64
+// reg - cxlkv_regs::counter_t_desc_bf946230
+#define CXLKV_REGS__COUNTER_T_DESC_BF946230__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_BF946230__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_BF946230__COUNT_bw 64
 
 // reg - cxlkv_regs::counter_t_desc_1fb3884b
 #define CXLKV_REGS__COUNTER_T_DESC_1FB3884B__COUNT_bm 0xffffffffffffffff
