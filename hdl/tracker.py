@@ -5,12 +5,16 @@ event). Documentation: ``docs/tracker.md``.
 
 Per event in {layer, head, position, write, sample, step}; per event out {hit, inserted,
 victim, slot}. A "victim for queue q" request port answers the policy's rule in order with the
-events. The engine is a pipeline that takes one event (or victim request) per clock:
+events. A prefetch insert {layer, head, position} is ``hw``'s prefetch insert at the queue's
+current step, answered on the decision stream (``prefetch`` = 1). The engine is a pipeline that
+takes one event (or victim request, or prefetch insert) per clock:
 
 * **accept** (A): the queue's step state (a per-queue RAM read and written in the same cycle,
   so back-to-back events of one queue chain), the metadata read request, and a lookup of the
   (queue, position) among the events in flight: a match takes its metadata from the youngest
-  older event instead of memory (forwarding; no read is issued);
+  older event instead of memory (forwarding; no read is issued). A prefetch insert in flight is
+  never a forwarding source (whether it changes anything is known only in the list stage): a
+  later record of its entry waits at accept until it has retired;
 * **B0..B4**: decay (age, multiply, exp2 ROM), the EMA update (forwarded EMA of the previous
   event of the same entry, read from the in-flight buffer in the cycle after it was written),
   log2 ROM, retention multiply, bucket key;
@@ -86,7 +90,10 @@ class Geometry:
     def decision_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb,
                                   "hit": 1, "inserted": 1, "victim_valid": 1, "no_victim": 1,
-                                  "error": 1, "victim": self.pb, "slot": self.sb})
+                                  "error": 1, "victim": self.pb, "slot": self.sb, "prefetch": 1})
+
+    def pf_layout(self):
+        return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb})
 
     def vreq_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb})
@@ -168,6 +175,7 @@ class Tracker(wiring.Component):
             "event": In(stream.Signature(g.event_layout())),
             "decision": Out(stream.Signature(g.decision_layout())),
             "victim_req": In(stream.Signature(g.vreq_layout())),
+            "prefetch": In(stream.Signature(g.pf_layout())),
             "victim_resp": Out(stream.Signature(g.vresp_layout())),
             "meta_rd": Out(stream.Signature(g.meta_rd_layout())),
             "meta_rd_data": In(stream.Signature(META_BITS)),
@@ -197,7 +205,7 @@ class Tracker(wiring.Component):
         return data.StructLayout({
             "kind": 2, "q": g.qb, "layer": g.lb, "head": g.hb, "position": g.pb, "write": 1,
             "smp": S.SCORE_BITS, "step": S.STEP_BITS, "dense": 1,
-            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb,
+            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb, "pf": 1,
         })
 
     def elaborate(self, platform):
@@ -250,6 +258,9 @@ class Tracker(wiring.Component):
         pv_wr = [s_prev.write_port() for _ in range(3)]
         nx_wr = [s_next.write_port() for _ in range(3)]
         ky_wr, ps_wr = s_key.write_port(), s_pos.write_port()
+        m.submodules.s_pf = s_pf = Memory(shape=1, depth=SLOTS, init=[])   # inserted by a prefetch, untouched since
+        pf_rd_s, pf_rd_v = s_pf.read_port(domain="comb"), s_pf.read_port(domain="comb")
+        pf_wr = s_pf.write_port()
         m.submodules.exp_rom = exp_rom = Memory(shape=S.SCORE_BITS + 1, depth=1 << S.EXP_INDEX_BITS,
                                                 init=S.EXP2_NEG_Q16)
         e_rd = exp_rom.read_port(domain="comb")
@@ -263,6 +274,7 @@ class Tracker(wiring.Component):
         f_step = [Signal(S.STEP_BITS, name=f"f_step{i}") for i in range(D)]
         f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
         f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
+        f_pf = Signal(D)                           # the entry is a prefetch insert (not a forwarding source)
 
         def f_read(arr, tag):
             out = Signal.like(arr[0])
@@ -301,42 +313,65 @@ class Tracker(wiring.Component):
                 m.d.sync += clearing.eq(0)
 
         # ---------------------------------------------------------------- accept (A)
-        ein, vin = self.event.payload, self.victim_req.payload
+        ein, vin, pin = self.event.payload, self.victim_req.payload, self.prefetch.payload
         retire = Signal()
         retire_tag = Signal(TB)
         room = Signal()
         m.d.comb += room.eq(~clearing & (n_inflight < D - 1))
         take_v = Signal()
         take_e = Signal()
+        take_p = Signal()
+        # the entry source: a prefetch insert goes before an event; a choice whose metadata read
+        # waits for `ready` is kept (locked) so that the read request does not change under it
+        sel_p = Signal()
+        lock = Signal()
+        lock_p = Signal()
+        m.d.comb += sel_p.eq(Mux(lock, lock_p, self.prefetch.valid))
+        a_layer = Signal(g.lb)
+        a_head = Signal(g.hb)
+        a_pos = Signal(g.pb)
+        a_valid = Signal()
+        m.d.comb += [a_layer.eq(Mux(sel_p, pin.layer, ein.layer)), a_head.eq(Mux(sel_p, pin.head, ein.head)),
+                     a_pos.eq(Mux(sel_p, pin.position, ein.position)),
+                     a_valid.eq(Mux(sel_p, self.prefetch.valid, self.event.valid))]
         ev_q = Signal(g.qb)
         ev_bad = Signal()
-        m.d.comb += [ev_q.eq((ein.layer * g.n_kv_heads + ein.head)[:g.qb]),
-                     ev_bad.eq((ein.layer >= g.n_layers) | (ein.head >= g.n_kv_heads))]
-        ev_addr = Cat(ein.position, ev_q)
+        m.d.comb += st_rd.addr.eq(ev_q)
+        st = data.View(g.step_layout(), st_rd.data)
+        # a prefetch insert into a queue without a step yet is refused like a bad layer
+        m.d.comb += [ev_q.eq((a_layer * g.n_kv_heads + a_head)[:g.qb]),
+                     ev_bad.eq((a_layer >= g.n_layers) | (a_head >= g.n_kv_heads) | (sel_p & ~st.started))]
+        ev_addr = Cat(a_pos, ev_q)
         match = Signal(D)
         m.d.comb += match.eq(Cat(*[f_valid[i] & f_latest[i] & (f_addr[i] == ev_addr) for i in range(D)]))
         fwd_any, fwd_tag = lowest_set(m, match, D)            # at most one bit is set
+        wait_pf = Signal()                                    # the entry's youngest in flight is a prefetch
+        m.d.comb += wait_pf.eq(~ev_bad & ((match & f_pf) != 0))
         need_read = Signal()
         m.d.comb += need_read.eq(~ev_bad & ~fwd_any)
+        go = Signal()                                         # the entry source may be taken this cycle
+        m.d.comb += go.eq(room & (lock | ~self.victim_req.valid) & a_valid & ~wait_pf)
         # a victim request goes first (they are rare and short; events may come back to back)
         m.d.comb += [
-            take_v.eq(room & self.victim_req.valid),
-            take_e.eq(room & ~self.victim_req.valid & self.event.valid & (~need_read | self.meta_rd.ready)),
+            take_v.eq(room & ~lock & self.victim_req.valid),
+            take_p.eq(go & sel_p & (~need_read | self.meta_rd.ready)),
+            take_e.eq(go & ~sel_p & (~need_read | self.meta_rd.ready)),
             self.victim_req.ready.eq(take_v),
+            self.prefetch.ready.eq(take_p),
             self.event.ready.eq(take_e),
-            self.meta_rd.valid.eq(room & ~self.victim_req.valid & self.event.valid & need_read),
+            self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
+        m.d.sync += [lock.eq(self.meta_rd.valid & ~self.meta_rd.ready), lock_p.eq(sel_p)]
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
         new_tag = Signal(TB)
         m.d.comb += new_tag.eq(rec_wp[:TB])
-        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e)]
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p)]
 
-        # the step stage (per queue, read and written in the accept cycle)
-        m.d.comb += st_rd.addr.eq(ev_q)
-        st = data.View(g.step_layout(), st_rd.data)
+        # the step stage (per queue, read and written in the accept cycle; a prefetch insert
+        # takes the queue's current step and mode and changes neither)
         s_in = ein.step
         backwards = st.started & (s_in < st.cur_step)
         s_use = Mux(backwards, st.cur_step, s_in)
@@ -361,10 +396,13 @@ class Tracker(wiring.Component):
         rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=ein.layer, head=ein.head,
                      position=ein.position, write=ein.write, smp=smp_ev, step=s_use, dense=dense,
                      fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag)
-        m.d.comb += new.eq(Mux(take_v, rec_v, rec_e))
+        rec_p = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=pin.layer, head=pin.head,
+                     position=pin.position, step=st.cur_step, dense=st.dense,
+                     fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag, pf=Const(1, 1))
+        m.d.comb += new.eq(Mux(take_v, rec_v, Mux(take_p, rec_p, rec_e)))
         bump("victim_requests", take_v)
         bump("events", take_e)
-        bump("bad_events", take_e & ev_bad)
+        bump("bad_events", (take_e | take_p) & ev_bad)
         with m.If(take_e & ~ev_bad):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(ev_q),
                          st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use,
@@ -372,18 +410,20 @@ class Tracker(wiring.Component):
             bump("reads", ~ein.write)
             bump("writes", ein.write)
             bump("step_errors", backwards)
-            f_write(new_tag, (f_addr, ev_addr), (f_step, s_use))
-            # the new event becomes its entry's youngest; the matched one no longer is
-            m.d.sync += f_latest.eq((f_latest & ~match) | one_new)
-        # in-flight bits: set on accept of an event with a metadata word, cleared on retire
+        with m.If((take_e | take_p) & ~ev_bad):
+            f_write(new_tag, (f_addr, ev_addr), (f_step, Mux(take_p, st.cur_step, s_use)))
+            # the new record becomes its entry's youngest; the matched one no longer is
+            m.d.sync += [f_latest.eq((f_latest & ~match) | one_new),
+                         f_pf.eq(Mux(take_p, f_pf | one_new, f_pf & ~one_new))]
+        # in-flight bits: set on accept of an entry with a metadata word, cleared on retire
         set_v = Signal(D)
         clr_v = Signal(D)
-        m.d.comb += [set_v.eq(Mux(take_e & ~ev_bad, one_new, 0)),
+        m.d.comb += [set_v.eq(Mux((take_e | take_p) & ~ev_bad, one_new, 0)),
                      clr_v.eq(Mux(retire, Const(1, D) << retire_tag, 0))]
         m.d.sync += f_valid.eq((f_valid & ~clr_v) | set_v)
-        with m.If(take_v | take_e):
+        with m.If(take_v | take_e | take_p):
             m.d.sync += rec_wp.eq(rec_wp + 1)
-        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e) - retire)
+        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e | take_p) - retire)
 
         # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
         m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
@@ -460,7 +500,7 @@ class Tracker(wiring.Component):
         m.d.comb += [dec.eq((src_ema * e_val + 0x8000) >> 16),
                      ema_diff.eq(x1.smp - dec),
                      ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
-                     ema_new.eq(dec + ema_step)]
+                     ema_new.eq(Mux(x1.pf, dec, dec + ema_step))]        # a prefetch insert: decay only
         with m.If(adv & v[1] & (x1.kind == K_EVENT)):
             f_write(x1.tag, (f_ema, ema_new))
         with m.If(adv):
@@ -572,17 +612,20 @@ class Tracker(wiring.Component):
         vic_pos = ps_rd_v.data
 
         hit = Signal()
+        pf_noop = Signal()              # a prefetch insert of a resident position: nothing changes
         do_free = Signal()
         do_evict = Signal()
         no_victim = Signal()
-        m.d.comb += [hit.eq(resident), do_free.eq(~resident & free),
-                     do_evict.eq(~resident & ~free & vic_any), no_victim.eq(~resident & ~free & ~vic_any)]
+        placed = Signal()               # the position (re)takes a slot: hit, free slot or eviction
+        m.d.comb += [hit.eq(resident & ~x.pf), pf_noop.eq(resident & x.pf), do_free.eq(~resident & free),
+                     do_evict.eq(~resident & ~free & vic_any), no_victim.eq(~resident & ~free & ~vic_any),
+                     placed.eq(hit | do_free | do_evict)]
         s_ins = Signal(g.sb)
-        m.d.comb += s_ins.eq(Mux(hit, slot_src, Mux(do_free, nres[:g.sb], vic)))
+        m.d.comb += s_ins.eq(Mux(resident, slot_src, Mux(do_free, nres[:g.sb], vic)))
         unlink = Signal()
         m.d.comb += unlink.eq(hit & ~pinned)
         insert = Signal()
-        m.d.comb += insert.eq(~no_victim & ~pinned)
+        m.d.comb += insert.eq(placed & ~pinned)
 
         # state after unlink / pop, before the insert
         bm1 = Signal(R)
@@ -642,12 +685,15 @@ class Tracker(wiring.Component):
         m.d.comb += lnew.eq(pack(g.list_layout(), started=Const(1, 1), kc=kc_new,
                                  ehead=Mux(no_victim, ehead, eh1), etail=Mux(no_victim, etail, et1),
                                  nres=nres + do_free,
-                                 bitmap=Mux(no_victim, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1))))
+                                 bitmap=Mux(~placed, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1))))
+        m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic))]
         with m.If(commit):
             m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(lnew)]
-            with m.If(~no_victim):
+            with m.If(placed):
                 m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
-                             ky_wr.en.eq(1), ky_wr.addr.eq(saddr(s_ins)), ky_wr.data.eq(key)]
+                             ky_wr.en.eq(1), ky_wr.addr.eq(saddr(s_ins)), ky_wr.data.eq(key),
+                             # the pf bit: set by a prefetch's insert, cleared by an access
+                             pf_wr.en.eq(1), pf_wr.addr.eq(saddr(s_ins)), pf_wr.data.eq(x.pf & ~hit)]
             # unlink: the neighbours' pointers (unless the insert writes the same word)
             with m.If(unlink & vld(na) & ~(insert & ~push & b_ne & (b_tail == na))):
                 m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(na))), nx_wr[0].data.eq(nbx)]
@@ -684,6 +730,9 @@ class Tracker(wiring.Component):
             bump("read_hits", hit & ~x.write)
             bump("evictions", do_evict)
             bump("no_victim", no_victim)
+            bump("prefetches", x.pf & ~resident)
+            bump("prefetch_hits", hit & ~x.write & pf_rd_s.data)
+            bump("prefetch_evicted_unused", do_evict & pf_rd_v.data)
 
         # -- the splice micro-operation: bucket F onto the expired list's tail
         with m.If(splice & adv6):
@@ -698,7 +747,7 @@ class Tracker(wiring.Component):
 
         # -- the slot the position holds after the event, for younger events of the same entry
         slot_after = Signal(g.sb)
-        m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))
+        m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))     # (nobody forwards from a prefetch)
         with m.If(commit):
             f_write(x.tag, (f_slot, slot_after))
 
@@ -713,7 +762,8 @@ class Tracker(wiring.Component):
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
         need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
-        need_wr = v_out & (r_out.kind == K_EVENT)
+        out_noop = Signal()             # the output record is a prefetch insert that changed nothing
+        need_wr = v_out & (r_out.kind == K_EVENT) & ~out_noop
         need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
         m.d.comb += [
             self.decision.valid.eq(need_dec & ~dec_done),
@@ -740,13 +790,14 @@ class Tracker(wiring.Component):
             with m.If(self.meta_wr.valid & self.meta_wr.ready):
                 m.d.sync += wr_done.eq(1)
         with m.If(adv6):
-            m.d.sync += [v_out.eq(v[4] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2])]
+            m.d.sync += [v_out.eq(v[4] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2]),
+                         out_noop.eq(pf_noop)]
             err = x.kind == K_ERROR
             dl = g.decision_layout()
-            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1))
+            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf)
             o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                         inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
-                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins))
+                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
             m.d.sync += out.eq(Mux(err, o_err, o_ev))
             vl = g.vresp_layout()
             answer = started & vic_any

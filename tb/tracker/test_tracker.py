@@ -1,9 +1,11 @@
 """cocotb tests of the access tracker: trace replay and random streams checked event for event,
-victim requests, memory stalls, a scoreboard negative test, and the throughput measurement.
+victim requests, prefetch inserts, memory stalls, a scoreboard negative test, and the throughput
+measurement.
 
-Every accepted event and victim request goes, in acceptance order (the engine handles one at a
-time), through cxlkv.models.tracker; decisions and answers are compared in order. The trace
-tests also compare the decisions with policy.replay(..., "hw", record_victims=True) directly.
+Every accepted event, prefetch insert and victim request goes, in acceptance order (the engine
+accepts one a clock), through cxlkv.models.tracker; decisions and answers are compared in order.
+The trace tests also compare the decisions with policy.replay(..., "hw", record_victims=True)
+directly (with a prefetch window: the rule's inserts sent after each read's decision).
 
 Environment: CXLKV_EVENTS (random events per random test, default 3000), CXLKV_SEED,
 CXLKV_THROUGHPUT_EVENTS (default 2000).
@@ -36,8 +38,10 @@ class TrackerEnv:
         self.decode_lock = decode_lock
         self.ev_port, self.dec_port = StreamPort(dut, "event"), StreamPort(dut, "decision")
         self.vq_port, self.va_port = StreamPort(dut, "victim_req"), StreamPort(dut, "victim_resp")
+        self.pf_port = StreamPort(dut, "prefetch")
         g = self.geom
         self.ev_pack, self.dec_pack = Packer(g.event_layout()), Packer(g.decision_layout())
+        self.pf_pack = Packer(g.pf_layout())
         self.vq_pack, self.va_pack = Packer(g.vreq_layout()), Packer(g.vresp_layout())
         self.sb = InOrderScoreboard("tracker decisions")
         self.vsb = InOrderScoreboard("tracker victim answers")
@@ -45,20 +49,24 @@ class TrackerEnv:
         self.accepted = self.emitted = self.vaccepted = self.vemitted = 0
         self.cycles = 0
         self.first_accept = self.last_accept = None
-        self.codes = []                    # DUT decisions as policy.replay victim codes
+        self.codes = []                    # DUT decisions of events as policy.replay victim codes
+        self.decisions = []                # every DUT decision, unpacked
         self.accept_cycles = []            # per event: cycle accepted, cycle decided
         self.latency = {}                  # decision kind -> [sum of cycles, count]
         self.coverage = dict.fromkeys(("queue_full", "evict_from_expired", "evict_from_bucket", "no_victim",
                                        "pinned_hit", "same_entry_burst", "dense_event", "victim_answer",
-                                       "victim_none", "victim_locked", "step_error", "bad_event"), 0)
+                                       "victim_none", "victim_locked", "step_error", "bad_event",
+                                       "pf_insert", "pf_evict", "pf_no_victim", "pf_resident", "pf_error",
+                                       "pf_behind_pf", "prefetch_hit", "pf_evicted_unused"), 0)
         self._last_ev = None
+        self._last_pf = None
 
     def expected_decision(self, ev):
         g = self.geom
         if ev["layer"] >= g.n_layers or ev["head"] >= g.n_kv_heads:
             self.coverage["bad_event"] += 1
             self.model.counters["events"] += 1
-            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0, 0)
+            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0, 0, 0)
         q = ev["layer"] * g.n_kv_heads + ev["head"]
         qs = self.model.queues[q]
         if qs.started and ev["step"] < qs.cur_step:
@@ -68,7 +76,9 @@ class TrackerEnv:
             self.coverage["same_entry_burst"] += 1
         self._last_ev = key
         from_expired = qs.ehead is not None
+        pf_hits = self.model.counters["prefetch_hits"]
         d = self.model.event(T.Event(q, ev["position"], ev["write"], ev["sample"], ev["step"]))
+        self.coverage["prefetch_hit"] += self.model.counters["prefetch_hits"] - pf_hits
         if qs.dense:
             self.coverage["dense_event"] += 1
         if d.victim_valid:
@@ -79,7 +89,28 @@ class TrackerEnv:
         if d.hit and ev["position"] < self.cfg.pinned:
             self.coverage["pinned_hit"] += 1
         return (ev["layer"], ev["head"], ev["position"], d.hit, d.inserted, d.victim_valid, d.no_victim, 0,
-                d.victim, d.slot)
+                d.victim, d.slot, 0)
+
+    def expected_prefetch(self, pf):
+        g = self.geom
+        bad = pf["layer"] >= g.n_layers or pf["head"] >= g.n_kv_heads
+        q = pf["layer"] * g.n_kv_heads + pf["head"]
+        key = (q, pf["position"])
+        if not bad and key == self._last_pf:
+            self.coverage["pf_behind_pf"] += 1
+        self._last_pf = key
+        if bad or not self.model.queues[q].started:
+            self.coverage["pf_error"] += 1
+            self.coverage["bad_event"] += 1
+            return (pf["layer"], pf["head"], pf["position"], 0, 0, 0, 0, 1, 0, 0, 1)
+        unused = self.model.counters["prefetch_evicted_unused"]
+        d = self.model.prefetch(q, pf["position"])
+        self.coverage["pf_evicted_unused"] += self.model.counters["prefetch_evicted_unused"] - unused
+        kind = ("pf_resident" if not (d.inserted or d.no_victim) else "pf_no_victim" if d.no_victim
+                else "pf_evict" if d.victim_valid else "pf_insert")
+        self.coverage[kind] += 1
+        return (pf["layer"], pf["head"], pf["position"], 0, d.inserted, d.victim_valid, d.no_victim, 0,
+                d.victim, d.slot, 1)
 
     def expected_answer(self, vq):
         g = self.geom
@@ -105,7 +136,7 @@ class TrackerEnv:
             getattr(dut, name).value = getattr(cfg, name)
         dut.decode_lock.value = self.decode_lock
         dut.rst.value = 1
-        for port in (self.ev_port, self.vq_port):
+        for port in (self.ev_port, self.vq_port, self.pf_port):
             port.valid.value = 0
         self.dec_port.ready.value = 0
         self.va_port.ready.value = 0
@@ -145,14 +176,20 @@ class TrackerEnv:
                 self.last_accept = self.cycles
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
+            if self.pf_port.valid.value and self.pf_port.ready.value:
+                self.sb.expect(self.expected_prefetch(self.pf_pack.unpack(int(self.pf_port.payload.value))))
+                self.accept_cycles.append(self.cycles)
+                self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
                 self.vsb.expect(self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value))))
                 self.vaccepted += 1
             if self.dec_port.valid.value and self.dec_port.ready.value:
                 o = self.dec_pack.unpack(int(self.dec_port.payload.value))
                 self.sb.actual((o["layer"], o["head"], o["position"], o["hit"], o["inserted"], o["victim_valid"],
-                                o["no_victim"], o["error"], o["victim"], o["slot"]))
-                self.codes.append(o["victim"] if o["victim_valid"] else (-2 if o["no_victim"] else -1))
+                                o["no_victim"], o["error"], o["victim"], o["slot"], o["prefetch"]))
+                self.decisions.append(o)
+                if not o["prefetch"]:
+                    self.codes.append(o["victim"] if o["victim_valid"] else (-2 if o["no_victim"] else -1))
                 kind = ("hit" if o["hit"] else "evict" if o["victim_valid"] else "free" if o["inserted"]
                         else "other")
                 acc = self.latency.setdefault(kind, [0, 0])
@@ -236,6 +273,53 @@ async def test_trace_dense_pinned(dut):
     assert env.coverage["dense_event"] and env.coverage["pinned_hit"]
 
 
+async def replay_trace_with_prefetch(dut, family, budget, window, trigger_all, overrides, *, seed=1):
+    """The host side of hw's prefetch: each event, then (once its decision is out) the rule's
+    prefetch inserts; the decisions equal policy.replay(..., window=W)."""
+    from cxlkv.models import prefetch as PF
+    trace = tracegen.synth(family, n_layers=2, n_kv_heads=2, prefill=16, steps=24, seed=seed)
+    prm = P.make_params("hw", window=window, **overrides)
+    ref = P.replay(trace, "hw", budget, params=prm, record_victims=True, prefetch_trigger=trigger_all)
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(prm, budget))
+    rng = test_rng()
+    await env.start(meta_ready=0.8, latency=1, jitter=3)
+    cocotb.start_soon(drive_ready(dut.clk, env.dec_port, rng, ready_prob=0.8, burst=2))
+    newest = {}
+    for ev in trace_events(trace):
+        await drive_stream(dut.clk, env.ev_port, env.ev_pack, [ev], rng)
+        while env.emitted < env.accepted:
+            await RisingEdge(dut.clk)
+        d = env.decisions[-1]
+        q = (ev["layer"], ev["head"])
+        newest[q] = max(newest.get(q, -1), ev["position"])
+        if PF.triggers(not ev["write"], d["hit"], trigger_all, window):
+            lo, hi = PF.window_bounds(ev["position"], window, newest[q])
+            cands = [{"layer": ev["layer"], "head": ev["head"], "position": p}
+                     for p in PF.candidates(ev["position"], window, newest[q])]
+            assert all(lo <= c["position"] <= hi for c in cands)
+            await drive_stream(dut.clk, env.pf_port, env.pf_pack, cands, rng)
+    await env.drain()
+    env.check()
+    assert env.codes == ref.victims.tolist(), "DUT victims differ from policy.replay's hw with prefetch"
+    for name in ("prefetches", "prefetch_hits", "evictions", "read_hits", "no_victim"):
+        assert int(getattr(dut, name).value) == ref.total(name), name
+    assert ref.total("prefetches") > 0 and ref.total("prefetch_hits") > 0
+    dut._log.info("%s C=%d W=%d trigger_all=%d: %d events, %d prefetches, %d prefetch hits equal to policy.replay",
+                  family, budget, window, trigger_all, len(trace), ref.total("prefetches"), ref.total("prefetch_hits"))
+
+
+@cocotb.test()
+async def test_trace_prefetch_on_miss(dut):
+    """mixed, C = 6, W = 2, prefetch on read misses: equal to policy replay --param window=2."""
+    await replay_trace_with_prefetch(dut, "mixed", 6, 2, 0, {})
+
+
+@cocotb.test()
+async def test_trace_prefetch_every_read(dut):
+    """dense_early, C = 5, W = 1, prefetch on every read, a sink pinned."""
+    await replay_trace_with_prefetch(dut, "dense_early", 5, 1, 1, {"hw_pinned": 1}, seed=2)
+
+
 def random_events(rng, geom, n, *, npos):
     """Random stream: random queues, non-decreasing steps (some going backwards), same-entry bursts,
     and out-of-range layers."""
@@ -261,7 +345,21 @@ def random_events(rng, geom, n, *, npos):
     return out[:n]
 
 
-async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, seed_shift=0):
+def random_prefetches(rng, geom, n, *, npos):
+    """Random prefetch inserts: mostly the events' positions (resident ones, entries in flight,
+    back to back on one entry), some to other positions, to an unstarted queue and a bad layer."""
+    out = []
+    while len(out) < n:
+        layer = rng.randrange(geom.n_layers)
+        if rng.random() < 0.01:
+            layer = (1 << geom.lb) - 1 if (1 << geom.lb) > geom.n_layers else layer
+        pos = rng.randrange(npos) if rng.random() < 0.8 else rng.randrange(geom.n_positions)
+        for _ in range(rng.randrange(2, 4) if rng.random() < 0.05 else 1):
+            out.append({"layer": layer, "head": rng.randrange(geom.n_kv_heads), "position": pos})
+    return out[:n]
+
+
+async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, seed_shift=0, pf_prob=0.0):
     env = TrackerEnv(dut, cfg, decode_lock=decode_lock)
     rng = test_rng()
     for _ in range(seed_shift):
@@ -273,12 +371,19 @@ async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, se
     reqs = [{"layer": rng.randrange(1 << g.lb), "head": rng.randrange(g.n_kv_heads)}
             for _ in range(int(n * vreq_prob))]
     cocotb.start_soon(drive_stream(dut.clk, env.vq_port, env.vq_pack, reqs, rng, idle=0.9))
+    pfs = random_prefetches(rng, g, int(n * pf_prob), npos=npos)
+    if pfs:
+        # the first inserts go to queue 0 before any event: refused (no step yet)
+        pfs[:2] = [{"layer": 0, "head": 0, "position": 1}, {"layer": 0, "head": 0, "position": 1}]
+        cocotb.start_soon(drive_stream(dut.clk, env.pf_port, env.pf_pack, pfs, rng, idle=0.5))
+        await RisingEdge(dut.clk)
+        await RisingEdge(dut.clk)
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, random_events(rng, g, n, npos=npos), rng, idle=0.1)
-    while env.vaccepted < len(reqs):
+    while env.vaccepted < len(reqs) or env.accepted < n + len(pfs):
         await RisingEdge(dut.clk)
     await env.drain()
     env.check()
-    assert env.sb.compared == n and env.vsb.compared == len(reqs)
+    assert env.sb.compared == n + len(pfs) and env.vsb.compared == len(reqs)
     dut._log.info("random: %d events, %d victim requests checked; %d memory wait cycles; coverage %s",
                   n, len(reqs), int(dut.mem_wait_cycles.value), env.coverage)
     return env
@@ -289,10 +394,12 @@ async def test_random_defaults(dut):
     """Random events and victim requests, defaults (g = 3, dense mode), C = 6, 2 pinned, one queue locked."""
     n = env_int("CXLKV_EVENTS", 3000)
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=2), 6)
-    env = await random_run(dut, cfg, n=n, npos=14, decode_lock=0b000100, vreq_prob=0.1)
+    env = await random_run(dut, cfg, n=n, npos=14, decode_lock=0b000100, vreq_prob=0.1, pf_prob=0.3)
     cov = env.coverage
     for b in ("queue_full", "evict_from_expired", "evict_from_bucket", "pinned_hit", "same_entry_burst",
-              "dense_event", "victim_answer", "victim_none", "victim_locked", "step_error", "bad_event"):
+              "dense_event", "victim_answer", "victim_none", "victim_locked", "step_error", "bad_event",
+              "pf_insert", "pf_evict", "pf_resident", "pf_error", "pf_behind_pf", "prefetch_hit",
+              "pf_evicted_unused"):
         assert cov[b] > 0, f"coverage bin {b} not hit: {cov}"
     for name, v in cov.items():
         report_metric(f"tracker.coverage.{name}", v, "count", {"test": "test_random_defaults", "events": n})
@@ -307,7 +414,7 @@ async def test_random_fine_buckets(dut):
                                                     hw_alpha=0, hw_tau=3, hw_write_sample=5000,
                                                     hw_read_credit=300), 5)
     assert T.buckets_needed(cfg) <= params()["n_buckets"]
-    await random_run(dut, cfg, n=n, npos=12, decode_lock=0, vreq_prob=0.05, seed_shift=1)
+    await random_run(dut, cfg, n=n, npos=12, decode_lock=0, vreq_prob=0.05, seed_shift=1, pf_prob=0.2)
 
 
 @cocotb.test()
@@ -323,10 +430,12 @@ async def test_all_pinned_no_victim(dut):
            for s, p in ((0, 0), (0, 1), (1, 5), (1, 2), (2, 0), (3, 7))]
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, evs, rng)
     await drive_stream(dut.clk, env.vq_port, env.vq_pack, [{"layer": 0, "head": 1}, {"layer": 0, "head": 0}], rng)
+    await drive_stream(dut.clk, env.pf_port, env.pf_pack, [{"layer": 0, "head": 1, "position": 9}], rng)
     await env.drain()
     env.check()
     assert env.codes == [-1, -1, -2, -2, -1, -2]
-    assert int(dut.no_victim.value) == 3 and int(dut.victim_none.value) == 2
+    assert env.decisions[-1]["prefetch"] and env.decisions[-1]["no_victim"]      # a prefetch with nowhere to go
+    assert int(dut.no_victim.value) == 4 and int(dut.victim_none.value) == 2 and int(dut.prefetches.value) == 1
     # a configuration the ring cannot hold (g = 0 with τd = 64 needs 711 buckets) raises cfg_error
     assert int(dut.cfg_error.value) == 0
     dut.bucket_bits.value = 0
