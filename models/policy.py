@@ -279,6 +279,141 @@ def _to_uq16(x):
     return 65535 if v > 65535 else v
 
 
+# The per-event helpers the replay cores share are inlined by numba (inline='always'): called
+# as separate functions, the hw bucket core ran at 0.65x its speed (tb/policy/bench.py's
+# configuration); the list helpers below are faster left to LLVM.
+
+@njit(cache=True, inline='always')
+def _hw_touch(ema_of, tlast_of, seen, p, s, demand, is_read, x, alpha, mant, shift, rcredit, wsample, exp2):
+    """hw metadata of position ``p`` accessed at step ``s``; returns its new EMA. The EMA decays
+    over the steps since the last access (0 for a position never seen); a demand access then
+    folds its sample in (a read: its attention plus the read credit, saturating; a write: the
+    write sample), a prefetch insert (``demand`` false) folds nothing. t_last becomes ``s``."""
+    if seen[p]:
+        e = 65536 - _recency(_step_age(tlast_of[p], s), mant, shift, exp2)
+        ema = (ema_of[p] * e + 0x8000) >> 16
+    else:
+        ema = 0
+    if demand:
+        if is_read:
+            smp = _to_uq16(x) + rcredit
+            if smp > 65535:
+                smp = 65535
+        else:
+            smp = wsample
+        ema = _ema_update(ema, smp, alpha)
+    ema_of[p] = ema
+    seen[p] = 1
+    tlast_of[p] = s
+    return ema
+
+
+@njit(cache=True, inline='always')
+def _hw_dense(s, is_read, cur_s, step_reads, dense, has_dense, C):
+    """hw dense mode, per event of a queue: (cur_s, step_reads, dense) after an event at step
+    ``s``. At each new step the queue is dense if its previous step read more entries than it
+    holds (``C``); never without a dense-mode table (``has_dense`` false)."""
+    if s != cur_s:
+        dense = has_dense and step_reads > C
+        step_reads = 0
+        cur_s = s
+    if is_read:
+        step_reads += 1
+    return cur_s, step_reads, dense
+
+
+@njit(cache=True, inline='always')
+def _store_counts(qcounts, qscores, q, reads, hits, writes, fills, evictions, prefetches, pf_hits, no_victim,
+                  pf_unused, sum_reads, sum_hits):
+    """One queue's counters into row ``q`` of ReplayResult.per_queue / per_queue_score."""
+    qcounts[q, Q_READS] = reads
+    qcounts[q, Q_HITS] = hits
+    qcounts[q, Q_WRITES] = writes
+    qcounts[q, Q_FILLS] = fills
+    qcounts[q, Q_EVICTIONS] = evictions
+    qcounts[q, Q_PREFETCHES] = prefetches
+    qcounts[q, Q_PF_HITS] = pf_hits
+    qcounts[q, Q_NO_VICTIM] = no_victim
+    qcounts[q, Q_PF_UNUSED] = pf_unused
+    qscores[q, 0] = sum_reads
+    qscores[q, 1] = sum_hits
+
+
+@njit(cache=True, inline='always')
+def _evict(slot_of, slot_pos, sl, record, victims, i):
+    """Slot ``sl``'s position leaves the queue; recorded as event ``i``'s victim if ``record``."""
+    vp = slot_pos[sl]
+    slot_of[vp] = -1
+    if record:
+        victims[i] = vp
+
+
+@njit(cache=True)
+def _position_state(npos):
+    """Per-position metadata (kept across evictions inside a queue: the tracker's DRAM
+    metadata): slot (-1: not resident), hw/ema EMA, step of the last access, seen flag."""
+    return (np.full(npos, -1, np.int64), np.zeros(npos, np.int64), np.zeros(npos, np.int64),
+            np.zeros(npos, np.uint8))
+
+
+@njit(cache=True)
+def _hw_iparams(iparams):
+    """The hw entries of the cores' iparams: alpha, mant, shift, bucket bits, pinned, write sample,
+    read credit."""
+    return iparams[5], iparams[6], iparams[7], iparams[9], iparams[10], iparams[11], iparams[12]
+
+
+# Doubly-linked lists of slots (prv/nxt arrays, -1 = none) given by their (head, tail);
+# each returns the list's new (head, tail), _pop_front the slot first.
+
+@njit(cache=True)
+def _unlink(prv, nxt, sl, head, tail):
+    a = prv[sl]
+    b = nxt[sl]
+    if a >= 0:
+        nxt[a] = b
+    else:
+        head = b
+    if b >= 0:
+        prv[b] = a
+    else:
+        tail = a
+    return head, tail
+
+
+@njit(cache=True)
+def _push_back(prv, nxt, sl, head, tail):
+    prv[sl] = tail
+    nxt[sl] = -1
+    if tail >= 0:
+        nxt[tail] = sl
+    else:
+        head = sl
+    return head, sl
+
+
+@njit(cache=True)
+def _push_front(prv, nxt, sl, head, tail):
+    nxt[sl] = head
+    prv[sl] = -1
+    if head >= 0:
+        prv[head] = sl
+    else:
+        tail = sl
+    return sl, tail
+
+
+@njit(cache=True)
+def _pop_front(prv, nxt, head, tail):
+    sl = head
+    head = nxt[sl]
+    if head >= 0:
+        prv[head] = -1
+    else:
+        tail = -1
+    return sl, head, tail
+
+
 def hw_retention_table(tau_ln2_q8: int) -> np.ndarray:
     """``hw_retention(ema)`` for every ema in 0..65535 (what the RTL's log2 ROM + multiplier give)."""
     ema = np.arange(1 << 16, dtype=np.int64)
@@ -342,14 +477,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     ema_mant = iparams[2]
     ema_shift = iparams[3]
     window = iparams[4]
-    hw_alpha = iparams[5]
-    hw_mant = iparams[6]
-    hw_shift = iparams[7]
-    hw_tln = iparams[8]
-    hw_g = iparams[9]
-    pinned = iparams[10]
-    hw_wsample = iparams[11]
-    hw_rcredit = iparams[12]
+    hw_alpha, hw_mant, hw_shift, hw_g, pinned, hw_wsample, hw_rcredit = _hw_iparams(iparams)
     pf_trigger_all = iparams[13]
     exp2 = _EXP2
     log2f = _LOG2F
@@ -359,10 +487,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     order, start = _group_by_queue(layer, head, n_kv_heads, nq)
 
     # per position (persist across evictions inside a queue: the tracker's DRAM metadata)
-    slot_of = np.full(npos, -1, np.int64)
-    ema_of = np.zeros(npos, np.int64)
-    tlast_of = np.zeros(npos, np.int64)
-    seen = np.zeros(npos, np.uint8)
+    slot_of, ema_of, tlast_of, seen = _position_state(npos)
     acc_of = np.zeros(npos, np.float64)
     # per slot (resident entries)
     slot_pos = np.zeros(C, np.int64)
@@ -423,12 +548,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
             s = np.int64(step[i])
             is_read = op[i] == 0
             x = score[i]
-            if s != cur_s:
-                dense = hw_ftab_long.shape[0] > 0 and step_reads > C
-                step_reads = 0
-                cur_s = s
-            if is_read:
-                step_reads += 1
+            cur_s, step_reads, dense = _hw_dense(s, is_read, cur_s, step_reads, dense, hw_ftab_long.shape[0] > 0, C)
             if p > newest:
                 newest = p
             if p < pmin:
@@ -460,38 +580,17 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                 seq += 1
                 # ---- policy state update for an access (or a prefetch insert) ----
                 if policy == 6:
-                    if is_pf:
-                        # prefetch insert: refresh t_last, decay the EMA, fold nothing
-                        if seen[pp]:
-                            age = _step_age(tlast_of[pp], s)
-                            e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
-                            ema_of[pp] = (ema_of[pp] * e + 0x8000) >> 16
-                        else:
-                            ema_of[pp] = 0
-                    else:
-                        if seen[pp]:
-                            age = _step_age(tlast_of[pp], s)
-                            e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
-                            dec = (ema_of[pp] * e + 0x8000) >> 16
-                        else:
-                            dec = 0
-                        if is_read:
-                            smp = _to_uq16(x) + hw_rcredit
-                            if smp > 65535:
-                                smp = 65535
-                        else:
-                            smp = hw_wsample
-                        ema_of[pp] = _ema_update(dec, smp, hw_alpha)
-                    seen[pp] = 1
-                    tlast_of[pp] = s
+                    # a prefetch insert refreshes t_last and decays the EMA, folds nothing
+                    ema = _hw_touch(ema_of, tlast_of, seen, pp, s, not is_pf, is_read, x, hw_alpha, hw_mant,
+                                    hw_shift, hw_rcredit, hw_wsample, exp2)
                     # ties within a bucket: normal-mode accesses oldest first (seq), dense-mode
                     # accesses newest first (-seq) and before them (a stack that shields the
                     # established set from a dense step's stream of new arrivals)
                     if dense:
-                        key1 = np.float64((s + hw_ftab_long[ema_of[pp]]) >> hw_g)
+                        key1 = np.float64((s + hw_ftab_long[ema]) >> hw_g)
                         key2 = -seq
                     else:
-                        key1 = np.float64((s + hw_ftab[ema_of[pp]]) >> hw_g)
+                        key1 = np.float64((s + hw_ftab[ema]) >> hw_g)
                         key2 = seq
                 elif policy == 5:
                     if not is_pf:
@@ -584,13 +683,10 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                             hidx[heap[0]] = 0
                             _sift_down(heap, hidx, k1, k2, 0, hn)
                         hidx[sl] = -1
-                    vp = slot_pos[sl]
-                    slot_of[vp] = -1
+                    _evict(slot_of, slot_pos, sl, record and t == 0, victims, i)
                     evictions += 1
                     if pf[sl]:
                         pf_unused += 1
-                    if record and t == 0:
-                        victims[i] = vp
                 slot_of[pp] = sl
                 slot_pos[sl] = pp
                 pf[sl] = 1 if is_pf else 0
@@ -604,17 +700,8 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                 else:
                     hidx[sl] = -1
 
-        qcounts[q, 0] = reads
-        qcounts[q, 1] = hits
-        qcounts[q, 2] = writes
-        qcounts[q, 3] = fills
-        qcounts[q, 4] = evictions
-        qcounts[q, 5] = prefetches
-        qcounts[q, 6] = pf_hits
-        qcounts[q, 7] = no_victim
-        qcounts[q, 8] = pf_unused
-        qscores[q, 0] = sum_reads
-        qscores[q, 1] = sum_hits
+        _store_counts(qcounts, qscores, q, reads, hits, writes, fills, evictions, prefetches, pf_hits, no_victim,
+                      pf_unused, sum_reads, sum_hits)
         # reset the per-position state this queue touched (positions pmin-W .. newest+W)
         a = pmin - window
         if a < 0:
@@ -704,17 +791,8 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
                     sum_hits += score[i]
                 if sl != last:
                     # unlink, append at the MRU end
-                    a = prv[sl]
-                    b = nxt[sl]
-                    if a >= 0:
-                        nxt[a] = b
-                    else:
-                        first = b
-                    prv[b] = a
-                    prv[sl] = last
-                    nxt[sl] = -1
-                    nxt[last] = sl
-                    last = sl
+                    first, last = _unlink(prv, nxt, sl, first, last)
+                    first, last = _push_back(prv, nxt, sl, first, last)
                 continue
             if is_read:
                 fills += 1
@@ -722,33 +800,13 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
                 sl = nres
                 nres += 1
             else:
-                sl = first
-                first = nxt[sl]
-                if first >= 0:
-                    prv[first] = -1
-                else:
-                    last = -1
-                vp = slot_pos[sl]
-                slot_of[vp] = -1
+                sl, first, last = _pop_front(prv, nxt, first, last)
+                _evict(slot_of, slot_pos, sl, record, victims, i)
                 evictions += 1
-                if record:
-                    victims[i] = vp
             slot_of[p] = sl
             slot_pos[sl] = p
-            prv[sl] = last
-            nxt[sl] = -1
-            if last >= 0:
-                nxt[last] = sl
-            else:
-                first = sl
-            last = sl
-        qcounts[q, 0] = reads
-        qcounts[q, 1] = hits
-        qcounts[q, 2] = writes
-        qcounts[q, 3] = fills
-        qcounts[q, 4] = evictions
-        qscores[q, 0] = sum_reads
-        qscores[q, 1] = sum_hits
+            first, last = _push_back(prv, nxt, sl, first, last)
+        _store_counts(qcounts, qscores, q, reads, hits, writes, fills, evictions, 0, 0, 0, 0, sum_reads, sum_hits)
         for c in range(nres):
             slot_of[slot_pos[c]] = -1
 
@@ -786,20 +844,11 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
     onto, in deadline order, as the step passes them. O(1) per event; equals the heap core
     (victim = min (bucket key, sequence)) because a bucket holds one key and is appended in
     sequence order, and the expired list is the buckets concatenated in key order."""
-    hw_alpha = iparams[5]
-    hw_mant = iparams[6]
-    hw_shift = iparams[7]
-    hw_g = iparams[9]
-    pinned = iparams[10]
-    hw_wsample = iparams[11]
-    hw_rcredit = iparams[12]
+    hw_alpha, hw_mant, hw_shift, hw_g, pinned, hw_wsample, hw_rcredit = _hw_iparams(iparams)
     exp2 = _EXP2
     n = step.shape[0]
     order, start = _group_by_queue(layer, head, n_kv_heads, nq)
-    slot_of = np.full(npos, -1, np.int64)
-    ema_of = np.zeros(npos, np.int64)
-    tlast_of = np.zeros(npos, np.int64)
-    seen = np.zeros(npos, np.uint8)
+    slot_of, ema_of, tlast_of, seen = _position_state(npos)
     slot_pos = np.zeros(C, np.int64)
     slot_key = np.zeros(C, np.int64)
     in_list = np.zeros(C, np.uint8)
@@ -834,18 +883,13 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
             i = order[j]
             p = np.int64(pos[i])
             s = np.int64(step[i])
-            if s != cur_s:
-                dense = hw_ftab_long.shape[0] > 0 and step_reads > C
-                step_reads = 0
-                cur_s = s
-            if op[i] == 0:
-                step_reads += 1
+            is_read = op[i] == 0
+            x = score[i]
+            cur_s, step_reads, dense = _hw_dense(s, is_read, cur_s, step_reads, dense, hw_ftab_long.shape[0] > 0, C)
             if p < pmin:
                 pmin = p
             if p > pmax:
                 pmax = p
-            is_read = op[i] == 0
-            x = score[i]
             # the step passed some buckets: splice them, in key order, onto the expired list
             kn = s >> hw_g
             if kn > kc:
@@ -870,26 +914,13 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                 sum_reads += x
             else:
                 writes += 1
-            # metadata update (identical to the heap core's hw)
-            if seen[p]:
-                age = _step_age(tlast_of[p], s)
-                e = 65536 - _recency(age, hw_mant, hw_shift, exp2)
-                dec = (ema_of[p] * e + 0x8000) >> 16
-            else:
-                dec = 0
-            if is_read:
-                smp = _to_uq16(x) + hw_rcredit
-                if smp > 65535:
-                    smp = 65535
-            else:
-                smp = hw_wsample
-            ema_of[p] = _ema_update(dec, smp, hw_alpha)
-            seen[p] = 1
-            tlast_of[p] = s
+            # metadata update (the heap core's hw)
+            ema = _hw_touch(ema_of, tlast_of, seen, p, s, True, is_read, x, hw_alpha, hw_mant, hw_shift, hw_rcredit,
+                            hw_wsample, exp2)
             if dense:
-                key = (s + hw_ftab_long[ema_of[p]]) >> hw_g
+                key = (s + hw_ftab_long[ema]) >> hw_g
             else:
-                key = (s + hw_ftab[ema_of[p]]) >> hw_g
+                key = (s + hw_ftab[ema]) >> hw_g
             sl = slot_of[p]
             if sl >= 0:
                 if is_read:
@@ -899,27 +930,11 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                     slot_key[sl] = key
                     continue
                 # unlink from its list (expired if its key is below the cursor)
-                a = prv[sl]
-                b2 = nxt[sl]
                 if slot_key[sl] < kc:
-                    if a >= 0:
-                        nxt[a] = b2
-                    else:
-                        ehead = b2
-                    if b2 >= 0:
-                        prv[b2] = a
-                    else:
-                        etail = a
+                    ehead, etail = _unlink(prv, nxt, sl, ehead, etail)
                 else:
                     bk = slot_key[sl] % NB
-                    if a >= 0:
-                        nxt[a] = b2
-                    else:
-                        bhead[bk] = b2
-                    if b2 >= 0:
-                        prv[b2] = a
-                    else:
-                        btail[bk] = a
+                    bhead[bk], btail[bk] = _unlink(prv, nxt, sl, bhead[bk], btail[bk])
             else:
                 if is_read:
                     fills += 1
@@ -928,12 +943,7 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                     nres += 1
                 else:
                     if ehead >= 0:
-                        sl = ehead
-                        ehead = nxt[sl]
-                        if ehead >= 0:
-                            prv[ehead] = -1
-                        else:
-                            etail = -1
+                        sl, ehead, etail = _pop_front(prv, nxt, ehead, etail)
                     else:
                         # lowest non-empty bucket; every non-empty bucket's key is >= hint
                         sl = -1
@@ -941,12 +951,7 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                         while d < kc + NB:
                             b = d % NB
                             if bhead[b] >= 0:
-                                sl = bhead[b]
-                                bhead[b] = nxt[sl]
-                                if bhead[b] >= 0:
-                                    prv[bhead[b]] = -1
-                                else:
-                                    btail[b] = -1
+                                sl, bhead[b], btail[b] = _pop_front(prv, nxt, bhead[b], btail[b])
                                 break
                             d += 1
                         hint = d
@@ -955,11 +960,8 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                             if record:
                                 victims[i] = -2
                             continue
-                    vp = slot_pos[sl]
-                    slot_of[vp] = -1
+                    _evict(slot_of, slot_pos, sl, record, victims, i)
                     evictions += 1
-                    if record:
-                        victims[i] = vp
                 slot_of[p] = sl
                 slot_pos[sl] = p
             slot_key[sl] = key
@@ -973,29 +975,11 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
             if dense:
                 # push at the front: a bucket is [dense-mode entries, newest first] then
                 # [normal-mode entries, oldest first], the order of (key, +-seq)
-                nxt[sl] = bhead[bk]
-                prv[sl] = -1
-                if bhead[bk] >= 0:
-                    prv[bhead[bk]] = sl
-                else:
-                    btail[bk] = sl
-                bhead[bk] = sl
+                bhead[bk], btail[bk] = _push_front(prv, nxt, sl, bhead[bk], btail[bk])
             else:
-                prv[sl] = btail[bk]
-                nxt[sl] = -1
-                if btail[bk] >= 0:
-                    nxt[btail[bk]] = sl
-                else:
-                    bhead[bk] = sl
-                btail[bk] = sl
-        qcounts[q, 0] = reads
-        qcounts[q, 1] = hits
-        qcounts[q, 2] = writes
-        qcounts[q, 3] = fills
-        qcounts[q, 4] = evictions
-        qcounts[q, 7] = no_victim
-        qscores[q, 0] = sum_reads
-        qscores[q, 1] = sum_hits
+                bhead[bk], btail[bk] = _push_back(prv, nxt, sl, bhead[bk], btail[bk])
+        _store_counts(qcounts, qscores, q, reads, hits, writes, fills, evictions, 0, 0, no_victim, 0, sum_reads,
+                      sum_hits)
         slot_of[pmin:pmax + 1] = -1
         ema_of[pmin:pmax + 1] = 0
         tlast_of[pmin:pmax + 1] = 0
