@@ -186,6 +186,22 @@ class TierMoverModel:
                 raise TierMoverConfigError(f"tier mover: line {i} out of range")
             self.dram[cfg.dram_addr(queue, slot, i)] = v
 
+    def _move(self, res: Result, kind: str, lines_counter: str, src: dict, src_base: int, reads: list,
+              dst: dict, dst_base: int, writes: list):
+        """One entry moved between the tiers (``kind``: "writeback" or "fill"): counted in
+        ``kind + "s"`` and ``lines_counter``, flagged in the done record; lines 0..L-1 in order,
+        line i read from ``src`` at ``src_base + i`` (a line never written reads 0) and written to
+        ``dst`` at ``dst_base + i``, logged in ``reads`` ([addr]) and ``writes`` ([(addr, data)])."""
+        L = self.cfg.lines_per_entry
+        self.counters[kind + "s"] += 1
+        self.counters[lines_counter] += L
+        res.done[kind] = 1
+        for i in range(L):
+            v = src.get(src_base + i, 0)
+            reads.append(src_base + i)
+            dst[dst_base + i] = v
+            writes.append((dst_base + i, v))
+
     def command(self, c: Command, grant_dirty: bool = False, grant_lines: dict | None = None) -> Result:
         """Apply one command. ``grant_dirty``/``grant_lines``: the evict grant's ``dirty_from_host``
         and the lines the host wrote back into the frame before granting (only for an eviction)."""
@@ -203,36 +219,20 @@ class TierMoverModel:
         if not c.inserted:
             ctr["bypasses"] += 1
             return Result(self._done(c, bypass=1))
-        L = cfg.lines_per_entry
         res = Result(self._done(c))
+        frame_base = cfg.dram_addr(c.queue, c.slot, 0)
         if c.victim_valid:
             res.evict = True
             if grant_dirty:
                 self.host_write(c.queue, c.slot, grant_lines or {})
             if fr.dirty or grant_dirty:
-                ctr["writebacks"] += 1
-                ctr["lines_to_flash"] += L
-                res.done["writeback"] = 1
-                for i in range(L):
-                    a = cfg.dram_addr(c.queue, c.slot, i)
-                    res.dram_reads.append(a)
-                    v = self.dram.get(a, 0)
-                    fa = cfg.flash_addr(c.queue, c.victim, i)
-                    self.flash[fa] = v
-                    res.flash_writes.append((fa, v))
+                self._move(res, "writeback", "lines_to_flash", self.dram, frame_base, res.dram_reads,
+                           self.flash, cfg.flash_addr(c.queue, c.victim, 0), res.flash_writes)
             else:
                 ctr["clean_drops"] += 1
                 res.done["clean_drop"] = 1
         if not c.write:
-            ctr["fills"] += 1
-            ctr["lines_to_dram"] += L
-            res.done["fill"] = 1
-            for i in range(L):
-                fa = cfg.flash_addr(c.queue, c.position, i)
-                res.flash_reads.append(fa)
-                v = self.flash.get(fa, 0)
-                a = cfg.dram_addr(c.queue, c.slot, i)
-                self.dram[a] = v
-                res.dram_writes.append((a, v))
+            self._move(res, "fill", "lines_to_dram", self.flash, cfg.flash_addr(c.queue, c.position, 0),
+                       res.flash_reads, self.dram, frame_base, res.dram_writes)
         fr.valid, fr.dirty, fr.position = True, bool(c.write), c.position
         return res
