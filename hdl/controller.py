@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 from cxlkv.hdl._tiermem import TierMemory
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.hdl.phase import PhaseDetector
+from cxlkv.hdl.prefetch import PrefetchEngine
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
@@ -32,7 +33,8 @@ from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
-from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS, TIER_COUNTERS,
+from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS,
+                                     PREFETCH_ENGINE_COUNTERS, PREFETCH_PARAMS, PREFETCH_SOURCES, TIER_COUNTERS,
                                      TIER_DEFAULTS, TIER_PROTO, check_n_buckets, check_tier_geometry, max_slots,
                                      tier_placement, tracker_placement)
 
@@ -158,7 +160,8 @@ class Controller(wiring.Component):
     behind the tracker with its DRAM and flash as memory models inside the top ('model', the
     latencies from TIER_LAT), as ports of the top ('external') or no tier mover ('none'; also
     without a tracker); ``tier_lines`` lines of ``tier_line_bits`` per entry, ``tier_depth`` jobs
-    in flight (frames per queue = ``max_budget``).
+    in flight (frames per queue = ``max_budget``). ``prefetch``: the prefetch engine behind the
+    tracker (with a tracker; CAPS.prefetch), configured by PREFETCH/PREFETCH_PERIOD.
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
     ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
@@ -168,7 +171,8 @@ class Controller(wiring.Component):
 
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
-                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"]):
+                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"],
+                 prefetch=True):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
@@ -177,10 +181,13 @@ class Controller(wiring.Component):
         try:
             self.tiers = tier_placement(tiers, self.placement)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
+            if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
+                raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
         except ValueError:
             self._MustUse__silence = True        # never built: no unused-elaboratable warning
             raise
         self.tier_lines, self.tier_line_bits, self.tier_depth = tier_lines, tier_line_bits, tier_depth
+        self.prefetch = bool(prefetch) and self.placement != "none"
         ports = {"s_axil": In(AXI4LiteSignature()), "irq": Out(1)}
         self.geom = None
         self._tracker_ports = {}
@@ -193,6 +200,9 @@ class Controller(wiring.Component):
             self._tracker_ports = dict(probe.signature.members)
             ports["event"] = In(stream.Signature(g.event_layout()))
             ports["decision"] = self._tracker_ports["decision"]
+            if self.prefetch and "prefetch" not in self._tracker_ports:
+                self._MustUse__silence = True
+                raise ValueError("the prefetch engine needs the tracker's prefetch input (prefetch=False builds without it)")
             # the HDM decode's host side: line accesses, hints, and a route record per access
             probe = self._new_hdm()
             probe._MustUse__silence = True
@@ -278,7 +288,8 @@ class Controller(wiring.Component):
     def _elaborate_tracker(self, m, regs, cold):  # noqa: C901 (one top, wired in one place)
         g = self.geom
         trk = self._new_tracker()
-        self._write_queue_full = Signal()             # set by _elaborate_tiers
+        self._write_queue_full = Signal()             # set by _elaborate_decisions
+        self._prefetch_hold = Signal()                # set by _elaborate_prefetch
         m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
                      regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
@@ -349,7 +360,7 @@ class Controller(wiring.Component):
         # events flow: the host changes it between batches)
         open_ = Signal()
         m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error &
-                             ~self._write_queue_full)
+                             ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
         hdm = self._new_hdm()
@@ -425,10 +436,12 @@ class Controller(wiring.Component):
         ]
         m.d.sync += [hold.eq(trk.event.valid & ~trk.event.ready), cur.eq(sel)]
         tier_steps, tier_busy = {}, Const(0, 1)
-        if self.tiers == "none":
+        if self.tiers == "none" and not self.prefetch:
             wiring.connect(m, trk.decision, wiring.flipped(self.decision))
+            dec_fire = Signal()
+            m.d.comb += dec_fire.eq(trk.decision.valid & trk.decision.ready)
         else:
-            tier_steps, tier_busy = self._elaborate_tiers(m, regs, trk, held)
+            dec_fire, tier_steps, tier_busy = self._elaborate_decisions(m, regs, trk, held)
 
         # the phase detector taps the events the port accepts (not cleared by CONTROL.enable)
         m.submodules.phase = ph = PhaseDetector()
@@ -454,9 +467,10 @@ class Controller(wiring.Component):
             p = Signal(name=f"pulse_{prefix}{name}")
             m.d.comb += p.eq(cnt != prev)
             return p
+        sources = {**COUNTER_SOURCES, **(PREFETCH_SOURCES if self.prefetch else {})}
         pulses = {name: pulse(trk, name, "") for name in
-                  sorted({n for names in COUNTER_SOURCES.values() for n in names})}     # stable Verilog
-        steps = {reg: sum(pulses[n] for n in names) for reg, names in COUNTER_SOURCES.items()}
+                  sorted({n for names in sources.values() for n in names})}     # stable Verilog
+        steps = {reg: sum(pulses[n] for n in names) for reg, names in sources.items()}
         steps["PHASE_CHANGES"] = ph.phase_change
         # a request of the tracker on a memory port waiting for ready (the memory's backpressure;
         # seen at the ports, so the tracker's internal latency waits are not in it)
@@ -480,10 +494,11 @@ class Controller(wiring.Component):
             m.d.comb += getattr(regs, f"{reg.lower()}_count").eq(c)
         m.d.comb += regs.fills_count.eq(counters["READS"] - counters["READ_HITS"])
 
-        # cold list: every eviction's victim, CHMU hot-list entry {unit index, count}; the host
-        # consumes entries and advances COLDLIST_TAIL; a full ring (63 pending) drops, counted
+        # cold list: every eviction's victim (demand and prefetch decisions), CHMU hot-list entry
+        # {unit index, count}; the host consumes entries and advances COLDLIST_TAIL; a full ring
+        # (63 pending) drops, counted
         depth = COLDLIST.entries
-        dec = self.decision
+        dec = trk.decision
         head = Signal(range(depth))
         seq = Signal(COLDLIST_COUNT_BITS)            # evictions offered to the list (the count)
         pending = Signal(range(depth))
@@ -494,7 +509,7 @@ class Controller(wiring.Component):
         m.d.comb += [
             pending.eq(head - regs.coldlist_tail_index[:len(head)]),
             full.eq(pending == depth - 1),
-            push.eq(dec.valid & dec.ready & dec.payload.victim_valid),
+            push.eq(dec_fire & dec.payload.victim_valid),
             queue.eq(dec.payload.layer * g.n_kv_heads + dec.payload.head),
             regs.coldlist_head_index.eq(head),
             cold_wr.addr.eq(head),
@@ -515,42 +530,161 @@ class Controller(wiring.Component):
         m.d.comb += regs.coldlist_drops_count.eq(drops)
 
 
-    def _elaborate_tiers(self, m, regs, trk, held):
-        """The tier mover behind the tracker (docs/controller.md, "Tier mover"). Every decision goes to
-        the ``decision`` port and, as a command, to the tier mover: a fork that lets the decision go
-        once both have taken it (each side taken once). Returns (counter steps, busy)."""
-        g = self.geom
-        tm = self._new_tiermover()
-        m.submodules.tiermover = ResetInserter(held)(tm)
-        m.d.comb += regs.caps_tiermover.eq(1)
-
-        # the write bit of every event the tracker takes, in order, until its decision leaves
+    def _elaborate_decisions(self, m, regs, trk, held):
+        """Where the tracker's decisions go (docs/controller.md, "Tier mover", "Prefetch"): a fork that
+        lets a decision go once every side that wants it has taken it (each side taken once): demand
+        decisions to the ``decision`` port; to the tier mover as commands (demand decisions, and
+        prefetch decisions that inserted); demand decisions without ``error`` to the prefetch engine's
+        ``acc``. Beside the tracker, the write bit of every event and prefetch it accepts (prefetches: 0),
+        in order, until its decision leaves. Returns (decision fire, counter steps, busy)."""
         m.submodules.write_queue = wq = ResetInserter(held)(SyncFIFO(width=1, depth=WRITE_QUEUE_DEPTH))
-        dec, out, cmd = trk.decision, self.decision, tm.cmd
+        dec, out = trk.decision, self.decision
+        d = dec.payload
+        is_pf = d.prefetch if self.prefetch else Const(0, 1)
         fire = Signal()
+        pf_take = Signal()                            # the tracker takes a prefetch insert this cycle
+        ev_take = Signal()
         m.d.comb += [
             self._write_queue_full.eq(~wq.w_rdy),
-            wq.w_en.eq(trk.event.valid & trk.event.ready), wq.w_data.eq(trk.event.payload.write),
+            ev_take.eq(trk.event.valid & trk.event.ready),
+            wq.w_en.eq(ev_take | pf_take), wq.w_data.eq(ev_take & trk.event.payload.write),
             wq.r_en.eq(fire),
         ]
+        sides = [("out", out, ~is_pf)]
+        if self.tiers != "none":
+            tm = self._new_tiermover()
+            sides.append(("cmd", tm.cmd, ~is_pf | (d.inserted & ~d.error)))
+        if self.prefetch:
+            pf = PrefetchEngine(queue_bits=len(d.layer) + len(d.head), pos_width=len(d.position), **PREFETCH_PARAMS)
+            sides.append(("acc", pf.acc, ~is_pf & ~d.error))
+        took = {}
+        ready_terms = []
+        for name, port, want in sides:
+            t = took[name] = Signal(name=f"took_{name}")    # this side has taken the current decision
+            if name == "out":
+                m.d.comb += out.payload.eq(d)
+            m.d.comb += port.valid.eq(dec.valid & want & ~t)
+            ready_terms.append(~want | port.ready | t)
+            with m.If(held | fire):
+                m.d.sync += t.eq(0)
+            with m.Elif(port.valid & port.ready):
+                m.d.sync += t.eq(1)
+        rdy = ready_terms[0]
+        for term in ready_terms[1:]:
+            rdy = rdy & term
+        m.d.comb += [dec.ready.eq(rdy), fire.eq(dec.valid & dec.ready)]
+        took_any = Const(0, 1)
+        for t in took.values():
+            took_any = took_any | t
 
-        # the fork
-        took_out = Signal()                           # the decision port has taken the current decision
-        took_cmd = Signal()                           # the tier mover has
+        steps, busy = {}, Const(0, 1)
+        if self.tiers != "none":
+            steps, busy = self._elaborate_tiers(m, regs, trk, held, tm, wq)
+        if self.prefetch:
+            pf_steps, pf_busy = self._elaborate_prefetch(m, regs, trk, held, pf, wq, fire, is_pf, ev_take, pf_take)
+            steps.update(pf_steps)
+            busy = busy | pf_busy
+        else:
+            m.d.comb += pf_take.eq(0)
+        took_busy = Signal()
+        m.d.comb += took_busy.eq(took_any)
+        return fire, steps, busy | took_busy
+
+    def _elaborate_prefetch(self, m, regs, trk, held, pf, wq, fire, is_pf, ev_take, pf_take):
+        """The prefetch engine behind the tracker (docs/controller.md, "Prefetch"). Its residency
+        lookups are answered ``resident = 0`` one clock later (the tracker checks residency at insert
+        time: a resident candidate is a no-op there), its fetches complete at once (the fill is the tier
+        mover's, driven by the prefetch decision), its inserts go to the tracker's ``prefetch`` input.
+        Exact mode holds the event sources until the last demand event's candidates are all inserted.
+        Returns (counter steps, busy)."""
+        m.submodules.prefetch = ResetInserter(held)(pf)
+        d = trk.decision.payload
+        hb = len(d.head)
         m.d.comb += [
-            out.payload.eq(dec.payload),
-            out.valid.eq(dec.valid & ~took_out),
-            cmd.valid.eq(dec.valid & ~took_cmd),
-            dec.ready.eq((out.ready | took_out) & (cmd.ready | took_cmd)),
-            fire.eq(dec.valid & dec.ready),
+            regs.caps_prefetch.eq(1),
+            pf.window.eq(regs.prefetch_window),
+            pf.trigger_all.eq(regs.prefetch_trigger),
+            pf.overflow_stall.eq(regs.prefetch_overflow_stall),
+            pf.rate_issues.eq(regs.prefetch_rate_issues),
+            pf.rate_period.eq(regs.prefetch_period_cycles),
+            pf.enable.eq(1),
+            pf.clear.eq(0),                           # its newest-position table is swept on every enable
+            # every demand decision that is not an error: queue {layer, head}, the event's write bit
+            pf.acc.payload.queue.eq(Cat(d.head, d.layer)),
+            pf.acc.payload.pos.eq(d.position),
+            pf.acc.payload.write.eq(wq.r_data),
+            pf.acc.payload.hit.eq(d.hit),
         ]
-        with m.If(held | fire):
-            m.d.sync += [took_out.eq(0), took_cmd.eq(0)]
-        with m.Else():
-            with m.If(out.valid & out.ready):
-                m.d.sync += took_out.eq(1)
-            with m.If(cmd.valid & cmd.ready):
-                m.d.sync += took_cmd.eq(1)
+        # residency lookups: answered "not resident", one clock after the request
+        rsp_v = Signal()
+        m.d.comb += [pf.chk.ready.eq(~rsp_v | pf.rsp.ready), pf.rsp.valid.eq(rsp_v), pf.rsp.payload.resident.eq(0)]
+        with m.If(pf.chk.valid & pf.chk.ready):
+            m.d.sync += rsp_v.eq(1)
+        with m.Elif(pf.rsp.ready):
+            m.d.sync += rsp_v.eq(0)
+        # fetches: completed at once (the tag back on the next clock)
+        cpl_v = Signal()
+        cpl_tag = Signal.like(pf.cpl.payload.tag)
+        cpl_fire = Signal()
+        m.d.comb += [cpl_fire.eq(pf.cpl.valid & pf.cpl.ready), pf.cpl.valid.eq(cpl_v), pf.cpl.payload.tag.eq(cpl_tag),
+                     pf.fetch.ready.eq(~cpl_v | cpl_fire)]
+        with m.If(pf.fetch.valid & pf.fetch.ready):
+            m.d.sync += [cpl_v.eq(1), cpl_tag.eq(pf.fetch.payload.tag)]
+        with m.Elif(cpl_fire):
+            m.d.sync += cpl_v.eq(0)
+        # inserts: to the tracker's prefetch input (a write-bit queue entry each, 0)
+        ins = pf.ins.payload
+        tp = trk.prefetch
+        m.d.comb += [
+            tp.payload.layer.eq(ins.queue[hb:]),
+            tp.payload.head.eq(ins.queue[:hb]),
+            tp.payload.position.eq(ins.pos),
+            tp.valid.eq(pf.ins.valid & wq.w_rdy),
+            pf.ins.ready.eq(tp.ready & wq.w_rdy),
+            pf_take.eq(tp.valid & tp.ready),
+        ]
+        # demand events accepted whose decision has not reached the engine yet (or left as an error: it
+        # has no acc side), and prefetch inserts whose decision has not left yet; the tier mover's pace
+        # does not hold the next event once the engine has the decision
+        demand_open = Signal(range(2 * WRITE_QUEUE_DEPTH + 1))
+        pf_open = Signal(range(2 * WRITE_QUEUE_DEPTH + 1))
+        reached = Signal()                            # a demand decision reaches the engine (or leaves as an error)
+        m.d.comb += reached.eq((pf.acc.valid & pf.acc.ready) | (fire & ~is_pf & d.error))
+        m.d.sync += [demand_open.eq(demand_open + ev_take - reached),
+                     pf_open.eq(pf_open + pf_take - (fire & is_pf))]
+        with m.If(held):
+            m.d.sync += [demand_open.eq(0), pf_open.eq(0)]
+        # exact mode: hold the event sources until every demand decision has reached the engine and
+        # the engine is idle (its inserts taken by the tracker); stall mode: until the engine's queue
+        # has room for a request from every demand event inside the tracker
+        on = regs.prefetch_window != 0
+        exact_hold = Signal()
+        stall_hold = Signal()
+        m.d.comb += [
+            exact_hold.eq(on & regs.prefetch_exact & ((demand_open != 0) | ~pf.idle)),
+            stall_hold.eq(on & regs.prefetch_overflow_stall & (pf.pending + demand_open >= pf.depth)),
+            self._prefetch_hold.eq(exact_hold | stall_hold),
+        ]
+        # PREFETCH_DROPS: the engine's drop_positions, which can step by more than one per clock
+        steps = {}
+        for reg, name in PREFETCH_ENGINE_COUNTERS.items():
+            cnt = getattr(pf, name)
+            prev = Signal.like(cnt, name=f"prev_pf_{name}")
+            m.d.sync += prev.eq(Mux(held, 0, cnt))
+            delta = Signal.like(cnt, name=f"delta_pf_{name}")
+            m.d.comb += delta.eq(cnt - prev)
+            steps[reg] = delta
+        busy = Signal()
+        m.d.comb += busy.eq(~pf.idle | (pf_open != 0) | rsp_v | cpl_v)
+        return steps, busy
+
+    def _elaborate_tiers(self, m, regs, trk, held, tm, wq):
+        """The tier mover behind the tracker (docs/controller.md, "Tier mover"): its commands come from
+        the decision fork (:meth:`_elaborate_decisions`). Returns (counter steps, busy)."""
+        g = self.geom
+        m.submodules.tiermover = ResetInserter(held)(tm)
+        m.d.comb += regs.caps_tiermover.eq(1)
+        dec, cmd = trk.decision, tm.cmd
 
         # decision -> command (docs/tiermover.md "Integration"): queue = layer x n_kv_heads + head; a
         # no_victim or error decision carries neither hit nor inserted: a bypass (queue 0, slot 0)
@@ -619,7 +753,7 @@ class Controller(wiring.Component):
         steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
         steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
         busy = Signal()
-        m.d.comb += busy.eq(~tm.idle | took_out | took_cmd | gv)
+        m.d.comb += busy.eq(~tm.idle | gv)
         return steps, busy
 
 

@@ -30,7 +30,17 @@ as the RTL wires them (docs/controller.md, "Configuration"):
 * the tier mover (``tiers`` 'model' or 'external'; :class:`cxlkv.models.tiermover.TierMoverModel`,
   ``frames_per_queue`` = ``max_budget``): every decision is a command (:func:`tier_command`), in
   event order, granted at once with ``dirty_from_host`` = 0; its counters are TIER_*. While
-  CONTROL.enable = 0 it is held cleared with the tracker. TIER_LAT is timing only.
+  CONTROL.enable = 0 it is held cleared with the tracker. TIER_LAT is timing only;
+* the prefetch engine (``prefetch``, with a tracker; CAPS.prefetch): with PREFETCH.window = W > 0,
+  after every demand decision that is not an error the rule of :mod:`cxlkv.models.prefetch`
+  (trigger on misses, or every read with PREFETCH.trigger = 1; window [P-W, P+W] without P,
+  clipped to the queue's newest position, ascending) gives the candidates, each one inserted at
+  once through :meth:`TrackerModel.prefetch` (a resident one is a no-op there): the order the RTL's
+  exact mode (PREFETCH.exact = 1) gives the tracker. A prefetch decision's victim goes to the cold
+  list; an inserting one is a tier command (write 0); none goes to the decision port. PREFETCHES and
+  PREFETCH_HITS are the tracker's counters. The model does not time the engine: it gives the exact
+  mode's answer whatever PREFETCH.exact, overflow_stall and rate_issues say (with exact = 0 the RTL's
+  queue, drops and rate limit make it differ; PREFETCH_DROPS reads 0 here).
 
 The model is transaction level: it answers as the RTL does once the device is quiescent.
 STATUS.busy (the memory sweep, the divider) is timing and reads 0 here.
@@ -41,6 +51,7 @@ from contextlib import contextmanager
 
 from cxlkv.models import hdm as MH
 from cxlkv.models import phase as PH
+from cxlkv.models import prefetch as PF
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
 from cxlkv.models import scoring as S
@@ -60,6 +71,13 @@ COUNTER_SOURCES = {
     "NO_VICTIM": ("no_victim",), "VICTIM_NONE": ("victim_none",),
     "STEP_ERRORS": ("step_errors",), "BAD_EVENTS": ("bad_events",),
 }
+
+#: counter register <- tracker counter, with the prefetch engine in the top
+PREFETCH_SOURCES = {"PREFETCHES": ("prefetches",), "PREFETCH_HITS": ("prefetch_hits",)}
+#: counter register <- the prefetch engine's counter (the RTL's; the model's exact order drops nothing)
+PREFETCH_ENGINE_COUNTERS = {"PREFETCH_DROPS": "drop_positions"}
+#: the prefetch engine's elaboration parameters in the top (queue = {layer, head} bits, positions as the tracker's)
+PREFETCH_PARAMS = {"depth": 4, "tags": 4, "lookups": 2}
 
 #: counter register <- the HDM decode's counter (models/hdm.py COUNTER_NAMES)
 HDM_COUNTERS = {
@@ -184,7 +202,8 @@ def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
 class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
-                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"]):
+                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"],
+                 prefetch=True):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
@@ -211,12 +230,18 @@ class ControllerModel:
         self.phase = PH.PhaseDetector() if self.has_tracker else None
         self.regs.set_hw("CAPS", "hdm", int(self.has_tracker))
         self.regs.set_hw("CAPS", "tiermover", int(self.tiers != "none"))
+        if prefetch not in (False, True):             # 0 and 1 too
+            raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
+        self.has_prefetch = bool(prefetch) and self.has_tracker
+        self.regs.set_hw("CAPS", "prefetch", int(self.has_prefetch))
+        self.newest = [0] * self.n_queues       # the engine's newest position per queue (cleared on enable)
         self.hdm_geom = MH.HdmGeometry(n_layers, n_kv_heads, self.n_positions, **HDM_PARAMS)
         self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config()) if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.regs.set_hw("HW_RING", "slots_log2", self.max_budget.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
-        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS"), 0)
+        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS",
+                                     *PREFETCH_SOURCES, *PREFETCH_ENGINE_COUNTERS), 0)
         self._publish()
 
     @property
@@ -255,6 +280,7 @@ class ControllerModel:
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets,
                                           max_budget=self.max_budget)
+            self.newest = [0] * self.n_queues
             if self.tier_cfg is not None:
                 self.tiermover = TM.TierMoverModel(self.tier_cfg)
         self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
@@ -387,7 +413,8 @@ class ControllerModel:
         try:
             yield
         finally:
-            for reg, names in COUNTER_SOURCES.items():
+            sources = {**COUNTER_SOURCES, **(PREFETCH_SOURCES if self.has_prefetch else {})}
+            for reg, names in sources.items():
                 self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
             for reg, name in HDM_COUNTERS.items():
                 self.counts[reg] += (hdm.counters[name] - hdm_before[name]) % (1 << 32)
@@ -405,7 +432,24 @@ class ControllerModel:
         if d.victim_valid:
             self._cold_push(q, d.victim)
         self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 0, d))
+        if self.has_prefetch:
+            self._prefetch(layer, head, q, pos, write, d.hit)
         return (d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim)
+
+    def _prefetch(self, layer, head, q, pos, write, hit):
+        """The engine after a demand decision, in exact mode's order: the rule's candidates inserted at
+        once (models/prefetch.py); victims to the cold list, inserts to the tier mover (write 0)."""
+        g = self.regs.get
+        self.newest[q] = newest = max(self.newest[q], pos)
+        window = g("PREFETCH", "window")
+        if not PF.triggers(not write, hit, g("PREFETCH", "trigger"), window):
+            return
+        for cand in PF.candidates(pos, window, newest):
+            d = self.tracker.prefetch(q, cand)
+            if d.victim_valid:
+                self._cold_push(q, d.victim)
+            if d.inserted:
+                self._tier(tier_command(self.n_kv_heads, layer, head, cand, 0, 0, d))
 
     def _tier(self, cmd: TM.Command):
         """One command to the tier mover (granted at once, dirty_from_host = 0), its counters into TIER_*."""

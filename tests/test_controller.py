@@ -239,8 +239,10 @@ def test_replay_refusals(sim_dev):
         sim_dev.replay(neg, 4)
     with pytest.raises(ConfigError, match=r"need 356 deadline buckets per queue; the device's ring has 128"):
         sim_dev.replay(base, 4, hw_bucket_bits=1)      # dense mode's τ = 64 at 2-step buckets
-    with pytest.raises(ConfigError, match="prefetch"):
-        sim_dev.replay(base, 4, window=2)
+    with pytest.raises(ConfigError, match="prefetch window is at most 64"):
+        sim_dev.replay(base, 4, window=65)
+    with pytest.raises(ConfigError, match="prefetch_trigger_all must be"):
+        sim_dev.replay(base, 4, window=2, prefetch_trigger_all=2)
     with pytest.raises(ConfigError, match="pins at most"):
         sim_dev.replay(base, 4, hw_pinned=100)
     with pytest.raises(ConfigError, match="entries"):
@@ -711,3 +713,173 @@ def test_tier_parameters():
     assert ControllerModel().read32(R["CAPS"].offset)[0] & mask
     # no tracker, no tier mover (its commands are the tracker's decisions)
     assert ControllerModel(n_layers=32, n_kv_heads=8, entries_log2=13).read32(R["CAPS"].offset)[0] & mask == 0
+
+
+# ------------------------------------------------------------------ the prefetch engine in the top
+
+from cxlkv.models import prefetch as PF  # noqa: E402
+
+PF_KEYS = (*COUNTS, "tier_commands", "tier_hits", "tier_fills", "tier_writebacks", "tier_clean_drops",
+           "tier_bypasses", "tier_bad_commands", "tier_lines_to_flash", "tier_lines_to_dram", "tier_proto_errors",
+           "prefetch_drops", "bad_events", "step_errors")
+
+
+def _check_pf_replay(dev, trace, entries, window, trigger_all, via="events", **params):
+    """Exact mode: counts (prefetches and prefetch_hits included) and every demand victim equal
+    `policy replay --policy hw --param window=W` with the same trigger."""
+    got = dev.replay(trace, entries, via=via, window=window, prefetch_trigger_all=trigger_all, **params)
+    res = P.replay(trace, "hw", entries, record_victims=True, window=window,
+                   prefetch_trigger=PF.TRIGGER_READ if trigger_all else PF.TRIGGER_MISS, **params)
+    exp = res.summary()
+    assert {k: got[k] for k in COUNTS} == {k: exp[k] for k in COUNTS}, (entries, window, trigger_all, params)
+    assert np.array_equal(_codes(dev.last_decisions), res.victims), (entries, window, trigger_all, params)
+    assert got["prefetch_drops"] == 0 and got["tier_bad_commands"] == 0 and got["tier_proto_errors"] == 0
+    assert got["tier_writebacks"] + got["tier_clean_drops"] == got["evictions"]
+    return got
+
+
+def test_prefetch_replay_shipped_trace_sim_equals_policy_hw(sim, sim_dev):
+    """Issue 9 with the prefetch engine: the shipped trace at C = 10 % with W = 2 on demand misses and W = 1
+    on every read: every count (prefetches and prefetch_hits included) and every demand victim equal the
+    policy's `hw` with that window; the tier counters (prefetch fills included) equal the model transport's
+    (models/tiermover.py on the same commands); window 0 afterwards is the plain `hw` again."""
+    trace = load_trace(SHIPPED)
+    entries = P.entries_from_budget(trace, 10)
+    with SyncDevice(ModelTransport(**PARAMS)) as model:
+        for window, trigger_all in ((2, 0), (1, 1)):
+            c0 = sim.step(0)
+            got = _check_pf_replay(sim_dev, trace, entries, window, trigger_all)
+            assert got["prefetches"] > 1000 and got["prefetch_hits"] > 100 and got["decision_errors"] == 0
+            assert got["tier_commands"] > len(trace)          # the inserting prefetches are commands too
+            assert sim.step(0) - c0 > 2 * len(trace)          # exact mode holds events: slower than one per clock
+            m = model.replay(trace, entries, window=window, prefetch_trigger_all=trigger_all)
+            assert {k: m[k] for k in PF_KEYS} == {k: got[k] for k in PF_KEYS}, window
+    got = _check_replay(sim_dev, trace, entries)
+    assert got["prefetches"] == 0 and got["tier_commands"] == len(trace)
+
+
+def test_prefetch_replay_random_traces_sim_equals_policy_hw(sim_dev):
+    """Random traces, both triggers, windows 1 .. 5, pins, other time constants; direct port and HDM decode."""
+    rng = np.random.default_rng(31)
+    trace = random_trace(rng, n=2500, write_frac=0.2)
+    for entries, window, trigger_all, params in ((4, 3, 0, {}), (9, 1, 1, {"hw_pinned": 3, "hw_tau": 3}),
+                                                 (6, 5, 1, {"hw_rank_tau": 4, "hw_bucket_bits": 1,
+                                                            "hw_rank_tau_long": 16, "hw_write_sample": 0x4000})):
+        got = _check_pf_replay(sim_dev, trace, entries, window, trigger_all, **params)
+        assert got["prefetches"] > 0
+    got = _check_pf_replay(sim_dev, trace, 5, 2, 0, via="hdm")
+    assert got["via"] == "hdm" and got["prefetches"] > 0
+
+
+def test_prefetch_replay_model_transport_equals_policy_hw():
+    with SyncDevice(ModelTransport(**PARAMS)) as dev:
+        trace = random_trace(np.random.default_rng(32), n=2000)
+        for window, trigger_all in ((2, 0), (4, 1)):
+            _check_pf_replay(dev, trace, 5, window, trigger_all, hw_pinned=1)
+
+
+def test_the_prefetch_comparison_can_fail(sim_dev):
+    """Negative check: the same comparison against the policy at W + 1 must see a difference."""
+    trace = random_trace(np.random.default_rng(33), n=2000)
+    got = sim_dev.replay(trace, 5, window=2, prefetch_trigger_all=1)
+    other = P.replay(trace, "hw", 5, record_victims=True, window=3)
+    assert {k: got[k] for k in COUNTS} != {k: other.summary()[k] for k in COUNTS}
+    assert not np.array_equal(_codes(sim_dev.last_decisions), other.victims)
+
+
+def _pf_run(dev, t, trace, entries, **prefetch):
+    """The trace's events through the direct port with PREFETCH set as given (not the driver's exact mode)."""
+    from cxlkv.sw.transport import FLAG_HIT
+    dev.configure(enable=0)
+    dev.configure(alpha=16384, tau=8, queue_budget=entries, pin_first=0)
+    dev.write_fields("PREFETCH", **prefetch)
+    dev.configure(enable=1)
+    dev.clear_counters()
+    rec = np.zeros(len(trace), EVENT_DTYPE)
+    rec["layer"], rec["head"], rec["position"], rec["step"] = trace.layer, trace.head, trace.pos, trace.step
+    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
+    rec["write"] = trace.op != 0
+    c0 = t.step(0)
+    dec = dev._loop.run_until_complete(t.events(rec))
+    cycles = t.step(0) - c0
+    dev.settle()
+    # the candidates the engine was asked for: the rule on the device's own demand decisions
+    newest, cands = {}, 0
+    for i, f in enumerate(dec["flags"].tolist()):
+        q = int(trace.queue[i])
+        p = int(trace.pos[i])
+        newest[q] = max(newest.get(q, 0), p)
+        if PF.triggers(trace.op[i] == 0, f & FLAG_HIT, prefetch["trigger"], prefetch["window"]):
+            cands += len(PF.candidates(p, prefetch["window"], newest[q]))
+    return dev.counters(), dec, cands, cycles
+
+
+def test_prefetch_not_exact_runs_and_drains(sim, sim_dev):
+    """PREFETCH.exact = 0: no hold, the engine's queue, drops and rate limit apply (not the simulator's
+    answer). Every event still gets its decision, the device drains (STATUS.busy = 0), every candidate is
+    either inserted, deduplicated or dropped (PREFETCHES + PREFETCH_DROPS <= candidates; drop mode with a
+    rate limit drops, stall mode drops none), the tier mover refuses nothing; a later exact replay is the
+    policy's again."""
+    trace = random_trace(np.random.default_rng(34), n=2000, write_frac=0.2)
+    base = {"window": 4, "trigger": 1, "exact": 0, "rate_issues": 1}
+    dev = sim_dev
+    dev.write_fields("PREFETCH_PERIOD", cycles=16)
+    for mode in (0, 1):
+        c, dec, cands, cycles = _pf_run(dev, sim, trace, 6, **base, overflow_stall=mode)
+        assert len(dec) == len(trace) and c["reads"] + c["writes"] == len(trace), mode
+        assert c["bad_events"] == 0 and c["tier_bad_commands"] == 0 and c["tier_proto_errors"] == 0
+        assert c["tier_writebacks"] + c["tier_clean_drops"] == c["evictions"]
+        assert 0 < c["prefetches"] and c["prefetches"] + c["prefetch_drops"] <= cands, (mode, c, cands)
+        assert dev.status()["busy"] == 0
+        if mode == 0:
+            assert c["prefetch_drops"] > 0
+        else:
+            assert c["prefetch_drops"] == 0
+    dev.write_fields("PREFETCH_PERIOD", cycles=64)
+    _check_pf_replay(dev, trace, 6, 2, 0)
+
+
+def test_prefetch_window_zero_is_one_event_per_clock(sim, sim_dev):
+    """PREFETCH.window = 0: no hold and no prefetch, whatever PREFETCH.exact (the cycles of a window-0 replay
+    are the top's without the engine: docs/controller.md, figures); exact mode with W = 2 holds each event."""
+    trace = random_trace(np.random.default_rng(35), n=3000)
+    c0, _, _, cyc0 = _pf_run(sim_dev, sim, trace, 200, window=0, trigger=1, exact=1, overflow_stall=0, rate_issues=0)
+    c2, _, _, cyc2 = _pf_run(sim_dev, sim, trace, 200, window=2, trigger=1, exact=1, overflow_stall=0, rate_issues=0)
+    assert c0["prefetches"] == 0 and c2["prefetches"] > 0
+    assert cyc2 > cyc0 + len(trace), (cyc0, cyc2)
+
+
+def test_prefetch_refusals_and_caps():
+    from cxlkv.hdl.controller import Controller
+    from cxlkv.models.controller import ControllerModel
+    mask = R["CAPS"].field("prefetch").mask
+    assert ControllerModel().read32(R["CAPS"].offset)[0] & mask
+    assert ControllerModel(prefetch=False).read32(R["CAPS"].offset)[0] & mask == 0
+    with pytest.raises(ValueError, match="prefetch must be"):
+        Controller(prefetch=2)
+    trace = random_trace(np.random.default_rng(36), n=100)
+    with SyncDevice(ModelTransport(**PARAMS, prefetch=False)) as dev:
+        with pytest.raises(ConfigError, match=r"no prefetch engine \(CAPS.prefetch = 0\)"):
+            dev.replay(trace, 4, window=1)
+        assert dev.replay(trace, 4)["prefetches"] == 0
+
+
+def test_cli_ctl_replay_with_a_window(tmp_path, capsys):
+    """`ctl replay --param window=W` (every read triggers, as `policy replay`'s default) prints the counts of
+    `policy replay --policy hw --param window=W`, on sim and model; a window the device lacks is exit code 2."""
+    from cxlkv.sw.cli import main
+    path = tmp_path / "t.npz"
+    save_trace(path, random_trace(np.random.default_rng(37), n=1500))
+    outs = []
+    for argv in (["ctl", "--transport", "sim", "replay", str(path), "--entries", "10%", "--param", "window=2", "--json"],
+                 ["ctl", "--transport", "model", "replay", str(path), "--entries", "10%", "--param", "window=2",
+                  "--json"],
+                 ["policy", "replay", str(path), "--policy", "hw", "--entries", "10%", "--param", "window=2", "--json"]):
+        assert main(argv) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[2]["prefetches"] > 0
+    for o in outs[:2]:
+        assert {k: o[k] for k in ("entries", *COUNTS)} == {k: outs[2][k] for k in ("entries", *COUNTS)}
+    assert main(["ctl", "--transport", "model", "--build", "prefetch=0", "replay", str(path), "--entries", "4",
+                 "--param", "window=1"]) == 2
+    assert "CAPS.prefetch = 0" in capsys.readouterr().err

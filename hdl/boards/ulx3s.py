@@ -16,8 +16,10 @@ CORE_MHZ = 10.0
 #: position that was 205,719 FFs (the part has 83,640) and yosys ran out of memory; this build uses
 #: 57 % of the LUTs and 18 % of the FFs (docs/fpga.md, "The tracker on the board").
 #: Llama-3-8B's 32 x 8 x 2^13 needs device DRAM behind the ``external`` ports, not wired yet.
+#: No prefetch engine either (CAPS.prefetch = 0): the figures above were placed and routed without it, and
+#: the board has not been re-run with it (`--param prefetch=1` builds it in).
 CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 6, "bitags": 16, "tracker": "onchip", "max_budget": 16,
-              "tiers": "none"}
+              "tiers": "none", "prefetch": 0}
 
 
 def _platform():

@@ -7,6 +7,9 @@
   mover sets the pace: every miss moves an entry, ``done`` in order).
 * ``sim.replay_tier_cycles_per_event.lat_<dram>_<flash>``: the direct-port replay again with other
   tier memory latencies (TIER_LAT): the tier mover's pace.
+* ``sim.replay_prefetch_cycles_per_event.w<W>_<trigger>``: the direct-port replay with the prefetch
+  engine on (PREFETCH.window = W, trigger ``miss`` or ``all`` reads, exact mode: each demand event
+  waits until the previous one's candidates are inserted), TIER_LAT at its reset values.
 * ``sim.replay_hdm_events_per_s`` and ``sim.replay_hdm_cycles_per_event``: the same trace as the
   host sends it, line 0 of each entry and a hint before each read whose sample is not the
   default, through the HDM decode (harness op ACCESSES).
@@ -26,6 +29,8 @@ DESIGN = ("controller top (register block, format table, cold list, tracker with
           "HDM decode, phase detector, tier mover with DRAM/flash models: 2 x 32-bit lines per entry, "
           "TIER_LAT reset values DRAM 2, flash 8)")
 TRACE = Path(__file__).resolve().parents[2] / "traces" / "tiny_llama_stdlib_top32.npz"
+#: (window, trigger_all) of the sim.replay_prefetch_cycles_per_event figures (exact mode)
+PREFETCH_RUNS = ((2, 0), (1, 1))
 #: (DRAM, flash) tier memory latencies (TIER_LAT) of the sim.replay_tier_cycles_per_event figures
 TIER_LATENCIES = ((0, 0), (8, 64), (20, 200))
 
@@ -96,8 +101,27 @@ def measure():
                 await dev.settle()
                 c = await dev.counters()
                 lat[(dram, flash, "moves")] = {k: c[f"tier_{k}"] for k in ("fills", "writebacks", "clean_drops", "hits")}
-            return out + (lat,)
-        replay_s, replay_cycles, hdm_s, hdm_cycles, n_items, lat = asyncio.run(replay())
+
+            # the prefetch engine in exact mode (TIER_LAT back at its reset values)
+            pf = {}
+            for window, trigger_all in PREFETCH_RUNS:
+                await dev.write_fields("CONTROL", enable=0)
+                await dev.configure(tier_lat_dram=2, tier_lat_flash=8)
+                await dev.write_fields("PREFETCH", window=window, trigger=trigger_all, exact=1, overflow_stall=0,
+                                       rate_issues=0)
+                await dev.write_fields("CONTROL", enable=1)
+                await dev.clear_counters()
+                t.step(10_000)
+                c0 = t.cycles
+                await t.events(rec)
+                pf[(window, trigger_all)] = t.cycles - c0
+                await dev.settle()
+                c = await dev.counters()
+                pf[(window, trigger_all, "counts")] = {k: c[k] for k in ("prefetches", "prefetch_hits", "read_hits",
+                                                                          "tier_fills")}
+            await dev.write_fields("PREFETCH", window=0)
+            return out + (lat, pf)
+        replay_s, replay_cycles, hdm_s, hdm_cycles, n_items, lat, pf = asyncio.run(replay())
     finally:
         asyncio.run(t.close())
     n = len(trace)
@@ -121,7 +145,11 @@ def measure():
         {"name": f"sim.replay_tier_cycles_per_event.lat_{d}_{f}", "value": round(lat[(d, f)] / n, 3),
          "unit": "cycles/event", "config": {**rcfg, "tier_lat_dram": d, "tier_lat_flash": f,
                                               "tier": lat[(d, f, "moves")]}}
-        for d, f in TIER_LATENCIES]
+        for d, f in TIER_LATENCIES] + [
+        {"name": f"sim.replay_prefetch_cycles_per_event.w{w}_{'all' if a else 'miss'}", "value": round(pf[(w, a)] / n, 3),
+         "unit": "cycles/event", "config": {**rcfg, "prefetch_window": w, "prefetch_trigger_all": a, "exact": 1,
+                                              "counts": pf[(w, a, "counts")]}}
+        for w, a in PREFETCH_RUNS]
 
 
 if __name__ == "__main__":
