@@ -172,6 +172,27 @@ class TierMover(wiring.Component):
         def idx(p):
             return p[:ib]
 
+        # Each of the four copy engines (writeback reader/writer, fill reader/writer) walks an
+        # entry's L lines for one job at a time: ``busy`` while walking, ``i`` the next line,
+        # ``base`` the entry's first line address; its pointer moves to the next job after line L-1.
+        def walk_begin(busy, i, base, addr):
+            return [busy.eq(1), i.eq(0), base.eq(addr)]
+
+        def walk_next(ready, needed, ptr, busy, i, base, addr):
+            """Idle at job ``ptr`` (``ready``): walk its lines if ``needed``, else pass over it."""
+            with m.If(~busy & ready):
+                with m.If(needed):
+                    m.d.sync += walk_begin(busy, i, base, addr)
+                with m.Else():
+                    m.d.sync += ptr.eq(ptr + 1)
+
+        def walk_step(go, busy, i, ptr, *at_end):
+            """One line per ``go``; after line L-1 the walk ends (with ``at_end``), ``ptr`` moves on."""
+            with m.If(go):
+                m.d.sync += i.eq(i + 1)
+                with m.If(i == L - 1):
+                    m.d.sync += [busy.eq(0), ptr.eq(ptr + 1), *at_end]
+
         # ---- accept
         c = self.cmd.payload
         q_ok = Signal()
@@ -322,9 +343,8 @@ class TierMover(wiring.Component):
                 with m.If(self.evict_grant.valid):
                     with m.If((g.queue == j_q[iw]) & (g.position == j_v[iw])):
                         m.d.comb += grant_take.eq(1)
-                        m.d.sync += [wb_busy.eq(1), wb_dirty_r.eq(wb_dirty), wb_rd_i.eq(0),
-                                     j_wb[iw].eq(wb_dirty), j_drop[iw].eq(~wb_dirty),
-                                     wb_dbase.eq((j_q[iw] * F + j_s[iw]) * L)]
+                        m.d.sync += [*walk_begin(wb_busy, wb_rd_i, wb_dbase, (j_q[iw] * F + j_s[iw]) * L),
+                                     wb_dirty_r.eq(wb_dirty), j_wb[iw].eq(wb_dirty), j_drop[iw].eq(~wb_dirty)]
                     with m.Else():
                         count("grant_mismatch", 1)
         with m.If(n_out == 0):
@@ -334,26 +354,17 @@ class TierMover(wiring.Component):
             m.d.sync += [j_rdone[iw].eq(1), wb_busy.eq(0), w.eq(w + 1)]
         m.d.comb += [wb_rd_v.eq(wb_busy & wb_dirty_r & ~haz & wbuf.room),
                      wb_rd_addr.eq(wb_dbase + wb_rd_i)]
-        with m.If(wb_rd_go):
-            m.d.sync += wb_rd_i.eq(wb_rd_i + 1)
-            with m.If(wb_rd_i == L - 1):                 # every DRAM read issued: the reader moves on
-                m.d.sync += [j_rdone[iw].eq(1), wb_busy.eq(0), w.eq(w + 1)]
+        walk_step(wb_rd_go, wb_busy, wb_rd_i, w, j_rdone[iw].eq(1))   # every DRAM read issued: the reader moves on
 
         # writeback writer (pointer x <= w): the buffered lines, in job order, to the victims' entries
         ix = idx(x)
         x_busy = Signal()
-        with m.If(~x_busy & (x != w)):
-            with m.If(j_wb[ix]):
-                m.d.sync += [x_busy.eq(1), wb_wr_i.eq(0), wb_fbase.eq((j_q[ix] * N + j_v[ix]) * L)]
-            with m.Else():
-                m.d.sync += x.eq(x + 1)
+        victim_entry = (j_q[ix] * N + j_v[ix]) * L
+        walk_next(x != w, j_wb[ix], x, x_busy, wb_wr_i, wb_fbase, victim_entry)
         with m.If(~x_busy & (x == w) & wb_busy & wb_dirty_r):        # start beside the reader
-            m.d.sync += [x_busy.eq(1), wb_wr_i.eq(0), wb_fbase.eq((j_q[ix] * N + j_v[ix]) * L)]
+            m.d.sync += walk_begin(x_busy, wb_wr_i, wb_fbase, victim_entry)
         m.d.comb += [wb_wr_v.eq(x_busy & wbuf.nonempty), wb_wr_addr.eq(wb_fbase + wb_wr_i)]
-        with m.If(wb_wr_go):
-            m.d.sync += wb_wr_i.eq(wb_wr_i + 1)
-            with m.If(wb_wr_i == L - 1):
-                m.d.sync += [x_busy.eq(0), x.eq(x + 1)]
+        walk_step(wb_wr_go, x_busy, wb_wr_i, x)
         count("writebacks", grant_take & wb_dirty)
         count("clean_drops", grant_take & ~wb_dirty)
         count("lines_to_flash", wb_wr_go)
@@ -366,16 +377,9 @@ class TierMover(wiring.Component):
         fr_busy = Signal()
         fl_rd_i = Signal(range(L + 1))
         fl_fbase = Signal(cfg.flash_addr_bits)
-        with m.If(~fr_busy & (fr != a) & fr_ok):
-            with m.If(~j_fill[jr]):
-                m.d.sync += fr.eq(fr + 1)
-            with m.Else():
-                m.d.sync += [fr_busy.eq(1), fl_rd_i.eq(0), fl_fbase.eq((j_q[jr] * N + j_p[jr]) * L)]
+        walk_next((fr != a) & fr_ok, j_fill[jr], fr, fr_busy, fl_rd_i, fl_fbase, (j_q[jr] * N + j_p[jr]) * L)
         m.d.comb += [fl_rd_v.eq(fr_busy & fbuf.room), fl_rd_addr.eq(fl_fbase + fl_rd_i)]
-        with m.If(fl_rd_go):
-            m.d.sync += fl_rd_i.eq(fl_rd_i + 1)
-            with m.If(fl_rd_i == L - 1):
-                m.d.sync += [fr_busy.eq(0), fr.eq(fr + 1)]
+        walk_step(fl_rd_go, fr_busy, fl_rd_i, fr)
 
         # ---- fill writer (pointer f <= fr): the buffered lines into the frame, once the writeback of
         # the same job has issued every DRAM read of it
@@ -383,17 +387,10 @@ class TierMover(wiring.Component):
         fl_busy = Signal()
         fl_wr_i = Signal(range(L + 1))
         fl_dbase = Signal(cfg.dram_addr_bits)
-        with m.If(~fl_busy & ((f != fr) | fr_busy)):
-            with m.If(~j_fill[jf]):
-                m.d.sync += f.eq(f + 1)
-            with m.Else():
-                m.d.sync += [fl_busy.eq(1), fl_wr_i.eq(0), fl_dbase.eq((j_q[jf] * F + j_s[jf]) * L)]
+        walk_next((f != fr) | fr_busy, j_fill[jf], f, fl_busy, fl_wr_i, fl_dbase, (j_q[jf] * F + j_s[jf]) * L)
         m.d.comb += [fl_wr_v.eq(fl_busy & fbuf.nonempty & j_rdone[jf]),
                      fl_wr_addr.eq(fl_dbase + fl_wr_i)]
-        with m.If(fl_wr_go):
-            m.d.sync += fl_wr_i.eq(fl_wr_i + 1)
-            with m.If(fl_wr_i == L - 1):
-                m.d.sync += [fl_busy.eq(0), f.eq(f + 1)]
+        walk_step(fl_wr_go, fl_busy, fl_wr_i, f)
         count("fills", fl_wr_go & (fl_wr_i == L - 1))
         count("lines_to_dram", fl_wr_go)
 
