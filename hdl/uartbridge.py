@@ -25,6 +25,8 @@ Pieces:
   the board top and the cocotb bench use it; the bridge's event path is
   connected to the controller's ``event``/``decision`` ports when it has them.
 """
+from contextlib import contextmanager
+
 from amaranth import Array, Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
@@ -256,6 +258,23 @@ class UARTBridge(wiring.Component):
             m.d.comb += proto_error.eq(1)
             respond(proto.KIND_ERROR, code)
 
+        @contextmanager
+        def bus_phase(done):
+            """A bus handshake or response being awaited: the timer counts; the body runs when
+            ``done``, else after ``bus_timeout_cycles`` the request fails with ERR_BUS_TIMEOUT."""
+            m.d.sync += timer.eq(timer + 1)
+            with m.If(done):
+                yield
+            with m.Elif(timer == self.bus_timeout_cycles):
+                fail(proto.ERR_BUS_TIMEOUT)
+
+        def bus_response(ready, valid, kind, resp, data=None):
+            """READ_DATA / WRITE_RESPONSE: the response answers the host, its code in the status byte."""
+            m.d.comb += ready.eq(1)
+            with bus_phase(valid):
+                respond(kind, 0, data)
+                m.d.sync += status[:2].eq(resp)
+
         def events_fail(code, value):
             """An event-batch error answer: 0x60 | code, a 16-bit value, check byte."""
             m.d.comb += proto_error.eq(1)
@@ -461,43 +480,26 @@ class UARTBridge(wiring.Component):
 
             with m.State("READ_ADDRESS"):
                 m.d.comb += bus.arvalid.eq(1)
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(bus.arready):
+                with bus_phase(bus.arready):
                     m.d.sync += timer.eq(0)
                     m.next = "READ_DATA"
-                with m.Elif(timer == self.bus_timeout_cycles):
-                    fail(proto.ERR_BUS_TIMEOUT)
 
             with m.State("READ_DATA"):
-                m.d.comb += bus.rready.eq(1)
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(bus.rvalid):
-                    respond(proto.KIND_READ, 0, Mux(bus.rresp == proto.OKAY, bus.rdata, 0))
-                    m.d.sync += status[:2].eq(bus.rresp)
-                with m.Elif(timer == self.bus_timeout_cycles):
-                    fail(proto.ERR_BUS_TIMEOUT)
+                bus_response(bus.rready, bus.rvalid, proto.KIND_READ, bus.rresp,
+                             Mux(bus.rresp == proto.OKAY, bus.rdata, 0))
 
             with m.State("WRITE"):                       # AW and W offered together, each held until taken
                 m.d.comb += [bus.awvalid.eq(~aw_done), bus.wvalid.eq(~w_done)]
-                m.d.sync += timer.eq(timer + 1)
                 with m.If(bus.awready):
                     m.d.sync += aw_done.eq(1)
                 with m.If(bus.wready):
                     m.d.sync += w_done.eq(1)
-                with m.If((aw_done | bus.awready) & (w_done | bus.wready)):
+                with bus_phase((aw_done | bus.awready) & (w_done | bus.wready)):
                     m.d.sync += timer.eq(0)
                     m.next = "WRITE_RESPONSE"
-                with m.Elif(timer == self.bus_timeout_cycles):
-                    fail(proto.ERR_BUS_TIMEOUT)
 
             with m.State("WRITE_RESPONSE"):
-                m.d.comb += bus.bready.eq(1)
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(bus.bvalid):
-                    respond(proto.KIND_WRITE, 0)
-                    m.d.sync += status[:2].eq(bus.bresp)
-                with m.Elif(timer == self.bus_timeout_cycles):
-                    fail(proto.ERR_BUS_TIMEOUT)
+                bus_response(bus.bready, bus.bvalid, proto.KIND_WRITE, bus.bresp)
 
             with m.State("RESPOND"):
                 n_body = data_len + 1
