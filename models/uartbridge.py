@@ -161,15 +161,23 @@ def events_response_length(header: bytes) -> int | None:
     return 4
 
 
+def _check_frame(frame: bytes, n: int | None, what: str, not_start: str, check_detail) -> None:
+    """``frame`` is one complete ``what`` of ``n`` bytes with a correct check byte, else a
+    ProtocolError: ``not_start`` when its start is not one (``n`` None), the length, or the
+    check byte (the message ending in ``check_detail(frame)``)."""
+    if n is None:
+        raise ProtocolError(not_start)
+    if len(frame) != n:
+        raise ProtocolError(f"{what} of {len(frame)} bytes, expected {n}")
+    if xor(frame):
+        raise ProtocolError(f"{what} check byte wrong{check_detail(frame)}")
+
+
 def decode_events_response(frame: bytes) -> tuple[int, int, bytes]:
     """``(code, value, decision bytes)`` of one complete event-batch answer; ProtocolError if malformed."""
-    n = events_response_length(frame[:3])
-    if n is None:
-        raise ProtocolError(f"{frame[:3].hex() or 'nothing'} does not start an event-batch answer")
-    if len(frame) != n:
-        raise ProtocolError(f"event-batch answer of {len(frame)} bytes, expected {n}")
-    if xor(frame):
-        raise ProtocolError(f"event-batch answer check byte wrong (status {frame[0]:#04x})")
+    _check_frame(frame, events_response_length(frame[:3]), "event-batch answer",
+                 f"{frame[:3].hex() or 'nothing'} does not start an event-batch answer",
+                 lambda f: f" (status {f[0]:#04x})")
     return frame[0] & 3, int.from_bytes(frame[1:3], "little"), bytes(frame[3:-1])
 
 
@@ -206,12 +214,7 @@ def decode_response(frame: bytes) -> tuple[int, int, int | None]:
     if not frame:
         raise ProtocolError("empty response")
     n = response_length(frame[0])
-    if n is None:
-        raise ProtocolError(f"byte {frame[0]:#04x} is not a response status")
-    if len(frame) != n:
-        raise ProtocolError(f"response of {len(frame)} bytes, expected {n}")
-    if xor(frame):
-        raise ProtocolError(f"response check byte wrong: {frame.hex()}")
+    _check_frame(frame, n, "response", f"byte {frame[0]:#04x} is not a response status", lambda f: f": {f.hex()}")
     kind, code = (frame[0] >> 2) & 3, frame[0] & 3
     data = int.from_bytes(frame[1:5], "little") if n == 6 else None
     return kind, code, data
