@@ -242,28 +242,29 @@ class BISnoopModel:
             self._drs(out, MEM_DATA, tag, self.store[line])
             if noop or mv == MV_I:
                 self._ndr(out, CMP, tag)
-            elif mv == MV_S:
-                self._ndr(out, CMP_S, tag)
-                self.state[line] = HS
             else:
-                self._ndr(out, CMP_E, tag)
-                self.state[line] = HA
+                self._grant_copy(out, tag, line, mv)
         elif op in (MEM_INV, MEM_INV_NT):
             if noop:
                 self._ndr(out, CMP, tag)
             elif mv == MV_I:
                 self._ndr(out, CMP, tag)
                 self.state[line] = HI
-            elif mv == MV_S:
-                self._ndr(out, CMP_S, tag)
-                self.state[line] = HS
             else:
-                self._ndr(out, CMP_E, tag)
-                self.state[line] = HA
+                self._grant_copy(out, tag, line, mv)
         else:                                    # MemClnEvct: the host drops a clean copy
             self._ndr(out, CMP, tag)
             self.state[line] = HI
         return None
+
+    def _grant_copy(self, out, tag, line, mv):
+        """A request's MetaValue S or A (any value but I): Cmp-S and the line HS, or Cmp-E and HA."""
+        if mv == MV_S:
+            self._ndr(out, CMP_S, tag)
+            self.state[line] = HS
+        else:
+            self._ndr(out, CMP_E, tag)
+            self.state[line] = HA
 
     def _write(self, line, msg):
         if msg["opcode"] == MEM_WR:
