@@ -12,9 +12,10 @@ takes one event (or victim request, or prefetch insert) per clock:
 * **accept** (A): the queue's step state (a per-queue RAM read and written in the same cycle,
   so back-to-back events of one queue chain), the metadata read request, and a lookup of the
   (queue, position) among the events in flight: a match takes its metadata from the youngest
-  older event instead of memory (forwarding; no read is issued). A prefetch insert in flight is
-  never a forwarding source (whether it changes anything is known only in the list stage): a
-  later record of its entry waits at accept until it has retired;
+  older event instead of memory (forwarding; no read is issued). A prefetch insert in flight
+  forwards only to a record of the same step (whether it changed anything is known only in the
+  list stage, and at the same step both outcomes give the same start); a record of a later step
+  waits at accept until it has retired;
 * **B0..B4**: decay (age, multiply, exp2 ROM), the EMA update (forwarded EMA of the previous
   event of the same entry, read from the in-flight buffer in the cycle after it was written),
   log2 ROM, retention multiply, bucket key;
@@ -45,7 +46,10 @@ AGE_BITS = S.AGE_BITS
 F_BITS = 24
 COUNTER_BITS = 32
 META_BITS = 64
-COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles")
+#: RTL-only counters: bad_events (layer/head beyond the geometry, prefetch into a queue without a
+#: step), mem_wait_cycles (waits on the metadata channels), pf_wait_cycles (a record waiting at
+#: accept behind a prefetch insert of its entry in flight)
+COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles")
 INFLIGHT = 16            # events between accept and retire (covers read latencies up to ~8)
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
@@ -345,8 +349,17 @@ class Tracker(wiring.Component):
         match = Signal(D)
         m.d.comb += match.eq(Cat(*[f_valid[i] & f_latest[i] & (f_addr[i] == ev_addr) for i in range(D)]))
         fwd_any, fwd_tag = lowest_set(m, match, D)            # at most one bit is set
-        wait_pf = Signal()                                    # the entry's youngest in flight is a prefetch
-        m.d.comb += wait_pf.eq(~ev_bad & ((match & f_pf) != 0))
+        # A prefetch insert in flight is a forwarding source only for a record of the same step:
+        # whether it changed the entry is known only in the list stage, but at the same step both
+        # outcomes leave the same EMA (the insert's decayed EMA is what the record would decay the
+        # old one to: decay over 0 steps is the identity), t_last (the step) and slot (the insert's
+        # slot_after) for the record to start from. At another step they differ: the record waits
+        # until the insert has retired.
+        t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
+        m.d.comb += t_fwd.eq(f_read(f_step, fwd_tag))
+        wait_pf = Signal()
+        a_step = Signal(S.STEP_BITS)
+        m.d.comb += wait_pf.eq(~ev_bad & ((match & f_pf) != 0) & (t_fwd != a_step))
         need_read = Signal()
         m.d.comb += need_read.eq(~ev_bad & ~fwd_any)
         go = Signal()                                         # the entry source may be taken this cycle
@@ -363,6 +376,7 @@ class Tracker(wiring.Component):
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
         m.d.sync += [lock.eq(self.meta_rd.valid & ~self.meta_rd.ready), lock_p.eq(sel_p)]
+        bump("pf_wait_cycles", room & (lock | ~self.victim_req.valid) & a_valid & wait_pf)
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
@@ -375,6 +389,7 @@ class Tracker(wiring.Component):
         s_in = ein.step
         backwards = st.started & (s_in < st.cur_step)
         s_use = Mux(backwards, st.cur_step, s_in)
+        m.d.comb += a_step.eq(Mux(sel_p, st.cur_step, s_use))
         new_step = st.started & (s_use != st.cur_step)
         dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
         reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
@@ -390,8 +405,6 @@ class Tracker(wiring.Component):
         m.d.comb += [vq.eq((vin.layer * g.n_kv_heads + vin.head)[:g.qb]),
                      vbad.eq((vin.layer >= g.n_layers) | (vin.head >= g.n_kv_heads))]
         smp_ev = Mux(ein.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
-        t_fwd = Signal(S.STEP_BITS)
-        m.d.comb += t_fwd.eq(f_read(f_step, fwd_tag))
         rec_v = pack(rlay, kind=Mux(vbad, K_VERR, K_VREQ), q=vq, layer=vin.layer, head=vin.head, tag=new_tag)
         rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=ein.layer, head=ein.head,
                      position=ein.position, write=ein.write, smp=smp_ev, step=s_use, dense=dense,

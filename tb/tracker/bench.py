@@ -4,6 +4,9 @@
   with the decision output always ready and a metadata memory that never stalls and answers in
   the next cycle, on the whole mixed 2 x 2 trace of the bench; ``..._mem_latency_8``: the same
   with read data 8 cycles after the request (what 16 events in flight hide).
+* ``tracker.records_per_cycle_prefetch_w2``: the same with ``hw``'s prefetch on every read
+  (W = 2): each event followed by the rule's prefetch inserts, streamed without waiting for
+  decisions; records (events + inserts) accepted per clock, decisions equal to policy.replay.
 * ``tracker.victim_topk_agreement``: on the ``mixed`` family, the fraction of the tracker's
   victims that lie within the top 5 % (at least one) of their queue's evictable resident entries
   ranked by the exact ``hw`` order ``(key, tie)`` (docs/policy.md, "Victim rule, as an order"),
@@ -70,6 +73,11 @@ def measure():
         if not res.passed:
             raise RuntimeError(f"throughput test failed; see {res.build_dir}/sim.log")
         out += list(res.metrics.values())
+    # prefetch on every read (W = 2) streamed at full rate: records (events + inserts) per clock
+    res = run(BENCHES[0], testcase="test_throughput_prefetch_every_read", env={"CXLKV_THROUGHPUT_EVENTS": n})
+    if not res.passed:
+        raise RuntimeError(f"prefetch throughput test failed; see {res.build_dir}/sim.log")
+    out += list(res.metrics.values())
     cov = run(BENCHES[0], testcase="test_random_defaults")     # functional coverage bins
     if not cov.passed:
         raise RuntimeError(f"random test failed; see {cov.build_dir}/sim.log")

@@ -178,6 +178,7 @@ class TrackerEnv:
                 self.accepted += 1
             if self.pf_port.valid.value and self.pf_port.ready.value:
                 self.sb.expect(self.expected_prefetch(self.pf_pack.unpack(int(self.pf_port.payload.value))))
+                self.last_accept = self.cycles
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
@@ -444,6 +445,51 @@ async def test_all_pinned_no_victim(dut):
     assert int(dut.cfg_error.value) == 1
 
 
+async def drive_records(dut, env, records):
+    """Offer (port name, item) records one per clock, in order (the next is offered in the cycle
+    after the previous one is taken)."""
+    ports = {"event": (env.ev_port, env.ev_pack), "prefetch": (env.pf_port, env.pf_pack)}
+    for kind, item in records:
+        port, packer = ports[kind]
+        port.payload.value = packer.pack(item)
+        port.valid.value = 1
+        while True:
+            await ReadOnly()
+            taken = bool(port.ready.value)
+            await RisingEdge(dut.clk)
+            if taken:
+                break
+        port.valid.value = 0
+
+
+@cocotb.test()
+async def test_prefetch_forwarding_rule(dut):
+    """Back to back on one queue: a read behind a prefetch insert of its entry at the same step
+    forwards from it (no wait), at the next step it waits until the insert has retired; a
+    prefetch insert behind a prefetch insert of the same entry; both outcomes of the insert
+    (inserted, resident no-op). Every decision through the model; pf_wait_cycles counts only
+    the next-step case."""
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 3))
+    await env.start(latency=1)
+    env.dec_port.ready.value = 1
+
+    def ev(pos, step, write=0):
+        return ("event", {"layer": 0, "head": 1, "position": pos, "write": write, "sample": 0x4000, "step": step})
+
+    def pf(pos):
+        return ("prefetch", {"layer": 0, "head": 1, "position": pos})
+
+    await drive_records(dut, env, [ev(1, 10), pf(5), ev(5, 10), pf(1), ev(1, 10)])     # same step: forward
+    await env.drain()
+    assert int(dut.pf_wait_cycles.value) == 0
+    await drive_records(dut, env, [pf(6), pf(6), ev(6, 11), pf(2), ev(2, 12, write=1)])  # next step: wait
+    await env.drain()
+    env.check()
+    assert int(dut.pf_wait_cycles.value) > 0
+    kinds = [(d["prefetch"], d["hit"], d["inserted"]) for d in env.decisions]
+    assert (1, 0, 1) in kinds and (1, 0, 0) in kinds          # an insert and a resident no-op
+
+
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
     """Negative test: one flipped bit in the model's 200th prediction must be reported, exactly it."""
@@ -485,3 +531,54 @@ async def test_throughput(dut):
         dut._log.info("latency %s: %.2f cycles (accept to decision) over %d events", kind, total / count, count)
         report_metric(f"tracker.latency_cycles{suffix}.{kind}", round(total / count, 3), "cycles",
                       dict(config, events_of_kind=count))
+
+
+@cocotb.test()
+async def test_throughput_prefetch_every_read(dut):
+    """Prefetch on every read (W = 2) streamed at full rate: with trigger_all the rule's candidates
+    do not depend on the read's decision, so the host sends each read followed by its candidates
+    without waiting. Records (events + prefetch inserts) accepted per clock
+    (tracker.records_per_cycle_prefetch_w2); the decisions still equal policy.replay(..., window=2).
+    The rate shows what the rule "a prefetch insert in flight is not a forwarding source" costs:
+    a read of a position prefetched a few records earlier waits for that insert to retire."""
+    from cxlkv.models import prefetch as PF
+    window = 2
+    n = env_int("CXLKV_THROUGHPUT_EVENTS", 2000)
+    trace = tracegen.synth("mixed", n_layers=2, n_kv_heads=2, prefill=32, steps=64, seed=1)
+    events = trace_events(trace)[:n]
+    prm = P.make_params("hw", window=window)
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(prm, 4))
+    await env.start()
+    env.dec_port.ready.value = 1
+    newest, stream = {}, []
+    for ev in events:
+        stream.append(("event", ev))
+        q = (ev["layer"], ev["head"])
+        newest[q] = max(newest.get(q, -1), ev["position"])
+        if PF.triggers(not ev["write"], 0, 1, window):
+            stream += [("prefetch", {"layer": ev["layer"], "head": ev["head"], "position": p})
+                       for p in PF.candidates(ev["position"], window, newest[q])]
+    await drive_records(dut, env, stream)
+    await env.drain()
+    env.check()
+    ref = P.replay(_prefix(trace, len(events)), "hw", 4, params=prm, record_victims=True, prefetch_trigger=1)
+    assert env.codes == ref.victims.tolist()
+    assert int(dut.prefetches.value) == ref.total("prefetches")
+    span = env.last_accept - env.first_accept + 1
+    rate = len(stream) / span
+    waits = int(dut.pf_wait_cycles.value)
+    dut._log.info("prefetch every read, W=%d: %d records (%d events) in %d cycles = %.4f records/cycle; "
+                  "%d cycles waiting behind a prefetch insert of the same entry", window, len(stream), len(events),
+                  span, rate, waits)
+    report_metric("tracker.records_per_cycle_prefetch_w2", round(rate, 6), "records/cycle",
+                  {"events": len(events), "prefetch_inserts": len(stream) - len(events), "window": window,
+                   "trigger": "every read", "trace": "mixed 2x2, prefill 32, steps 64", "budget": 4,
+                   "output_ready": "always", "memory": "no stalls, read data 1 cycle after the request",
+                   "inflight": params().get("inflight", 16), "pf_wait_cycles": waits, "cycles": span})
+
+
+def _prefix(trace, n):
+    """The first n events of a trace, as a trace."""
+    from cxlkv.models.trace import Trace
+    return Trace(trace.step[:n], trace.layer[:n], trace.head[:n], trace.pos[:n], trace.op[:n], trace.score[:n],
+                 trace.n_layers, trace.n_kv_heads).validate()
