@@ -9,9 +9,16 @@ on its own: ``python -m cxlkv.sw.cli_trace_hf dump-hf ...``.
 import sys
 
 
+def _subcommand(subparsers, name, run, **kw):
+    """Subcommand ``name`` of ``subparsers`` (``help``, ``description``: ``kw``) that runs ``run``."""
+    p = subparsers.add_parser(name, **kw)
+    p.set_defaults(_run=run, _trace_run=run)
+    return p
+
+
 def add_subcommands(subparsers):
-    d = subparsers.add_parser(
-        "dump-hf", help="dump a contract trace from a causal LM's attention (Hugging Face, eager)",
+    d = _subcommand(
+        subparsers, "dump-hf", run_dump, help="dump a contract trace from a causal LM's attention (Hugging Face, eager)",
         description="Run a causal LM (a local checkpoint directory, or 'tiny' for a random tiny "
                     "Llama) one token at a time with output_attentions, teacher-forced over --text "
                     "(or --generate), and write per (layer, KV head) the reads of the positions whose "
@@ -33,10 +40,9 @@ def add_subcommands(subparsers):
     d.add_argument("--out", required=True, metavar="FILE.npz", help="trace to write")
     d.add_argument("--save-kv", metavar="LAYERS", help="also save K and V of these layers ('0,3', '0-2', 'all')")
     d.add_argument("--kv-out", metavar="FILE.npz", help="where --save-kv writes (required with it)")
-    d.set_defaults(_run=run_dump, _trace_run=run_dump)
 
-    t = subparsers.add_parser(
-        "train-tiny", help="train a small byte-level Llama (RoPE, GQA) on the Python stdlib source, on CPU",
+    t = _subcommand(
+        subparsers, "train-tiny", run_train, help="train a small byte-level Llama (RoPE, GQA) on the Python stdlib source, on CPU",
         description="Train a small Llama-architecture model with a byte vocabulary on the Python "
                     "standard library's source for a bounded time, and save it (safetensors), its "
                     "training record and the held-out text to --out-model. Needs the 'traces' extra.")
@@ -57,10 +63,9 @@ def add_subcommands(subparsers):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     t.add_argument("--log", metavar="FILE", help="also append progress lines to FILE")
-    t.set_defaults(_run=run_train, _trace_run=run_train)
 
-    f = subparsers.add_parser(
-        "fit-mixed", help="fit the synthetic 'mixed' family's parameters to a real (top-k) dump",
+    f = _subcommand(
+        subparsers, "fit-mixed", run_fit, help="fit the synthetic 'mixed' family's parameters to a real (top-k) dump",
         description="Coordinate-descent fit of tracegen's 'mixed' parameters so that the synthetic "
                     "trace's statistics (sink share, locality, concentration, persistence, head "
                     "stability, cold reads) match those of a dump-hf trace of the same geometry. "
@@ -69,7 +74,6 @@ def add_subcommands(subparsers):
     f.add_argument("--out", required=True, metavar="FILE.json", help="parameters to write")
     f.add_argument("--evals", type=int, default=120, help="synth+stats evaluations at most (default 120)")
     f.add_argument("--seed", type=int, default=0, help="synth seed used during the fit (default 0)")
-    f.set_defaults(_run=run_fit, _trace_run=run_fit)
 
 
 def run_dump(args):
