@@ -22,6 +22,8 @@ One transaction at a time: a write needs AW and W together; B follows 3
 cycles after the handshake (the range check has a cycle of its own), R after 2
 (one more for external targets).
 """
+from contextlib import contextmanager
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -175,6 +177,19 @@ class RegisterBlock(wiring.Component):
             m.d.sync += [store[("STATUS", "cfg_reject")].eq(1), store[("IRQ_STATUS", "cfg_reject")].eq(1),
                          store[("REJECT_ADDR", "addr")].eq(addr), resp.eq(SLVERR)]
 
+        @contextmanager
+        def local_or_external(ext_sel, ext_strobe, ext_state, resp_state):
+            """WRITE / READ: an access in the external window strobes it and waits (``ext_state``);
+            any other is decoded here by address (the body: a ``m.Case`` per register) and
+            answered from ``resp_state``."""
+            with m.If(ext_sel):
+                m.d.comb += ext_strobe.eq(1)
+                m.next = ext_state
+            with m.Else():
+                m.next = resp_state
+                with m.Switch(addr):
+                    yield
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(bus.awvalid & bus.wvalid):
@@ -192,23 +207,18 @@ class RegisterBlock(wiring.Component):
 
             with m.State("WRITE"):
                 m.d.sync += resp.eq(SLVERR)               # unless a case below accepts it
-                with m.If(ext_hit & ~mem_hit):
-                    m.d.comb += self.ext.we.eq(1)
-                    m.next = "WRITE_EXT"
-                with m.Else():
-                    m.next = "BRESP"
-                    with m.Switch(addr):
-                        for reg in regmap.REGISTERS:
-                            if reg.external or not reg.sw_writable or reg.words != 1:
-                                continue
-                            with m.Case(reg.offset):
-                                if reg.name in refuse:
-                                    with m.If(refuse[reg.name]):
-                                        reject()
-                                    with m.Else():
-                                        self._write_register(m, reg, store, pulses, wdata, bmask, resp)
-                                else:
+                with local_or_external(ext_hit & ~mem_hit, self.ext.we, "WRITE_EXT", "BRESP"):
+                    for reg in regmap.REGISTERS:
+                        if reg.external or not reg.sw_writable or reg.words != 1:
+                            continue
+                        with m.Case(reg.offset):
+                            if reg.name in refuse:
+                                with m.If(refuse[reg.name]):
+                                    reject()
+                                with m.Else():
                                     self._write_register(m, reg, store, pulses, wdata, bmask, resp)
+                            else:
+                                self._write_register(m, reg, store, pulses, wdata, bmask, resp)
 
             with m.State("WRITE_EXT"):
                 m.d.sync += resp.eq(Mux(self.ext.err, SLVERR, OKAY))
@@ -221,24 +231,19 @@ class RegisterBlock(wiring.Component):
 
             with m.State("READ"):
                 m.d.sync += [rdata.eq(0), resp.eq(SLVERR)]
-                with m.If(ext_hit):
-                    m.d.comb += self.ext.re.eq(1)
-                    m.next = "READ_EXT"
-                with m.Else():
-                    m.next = "RRESP"
-                    with m.Switch(addr):
-                        for reg in regmap.REGISTERS:
-                            if reg.external:
-                                continue
-                            v = values[reg.name]
-                            if reg.words == 1:
-                                with m.Case(reg.offset):
-                                    m.d.sync += [rdata.eq(v), resp.eq(OKAY)]
-                            else:
-                                with m.Case(reg.offset):
-                                    m.d.sync += [rdata.eq(v[:32]), resp.eq(OKAY), hi_latch[reg.name].eq(v[32:])]
-                                with m.Case(reg.offset + 4):
-                                    m.d.sync += [rdata.eq(hi_latch[reg.name]), resp.eq(OKAY)]
+                with local_or_external(ext_hit, self.ext.re, "READ_EXT", "RRESP"):
+                    for reg in regmap.REGISTERS:
+                        if reg.external:
+                            continue
+                        v = values[reg.name]
+                        if reg.words == 1:
+                            with m.Case(reg.offset):
+                                m.d.sync += [rdata.eq(v), resp.eq(OKAY)]
+                        else:
+                            with m.Case(reg.offset):
+                                m.d.sync += [rdata.eq(v[:32]), resp.eq(OKAY), hi_latch[reg.name].eq(v[32:])]
+                            with m.Case(reg.offset + 4):
+                                m.d.sync += [rdata.eq(hi_latch[reg.name]), resp.eq(OKAY)]
 
             with m.State("READ_EXT"):
                 m.d.sync += [rdata.eq(Mux(self.ext.err, 0, self.ext.rdata)), resp.eq(Mux(self.ext.err, SLVERR, OKAY))]
