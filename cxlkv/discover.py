@@ -36,13 +36,19 @@ def cocotb_benches() -> list:
     return benches
 
 
-def bench_modules() -> list:
+def tb_modules(leaf: str) -> list:
+    """``cxlkv.tb.<block>.<leaf>`` of every bench package that has one (``bench``: ``make bench``,
+    ``formal``: ``make formal``); an import error inside one is raised, not skipped."""
     mods = []
     for info in _submodules("cxlkv.tb"):
         if info.ispkg:
             try:
-                mods.append(importlib.import_module(f"cxlkv.tb.{info.name}.bench"))
+                mods.append(importlib.import_module(f"cxlkv.tb.{info.name}.{leaf}"))
             except ModuleNotFoundError as exc:
-                if exc.name != f"cxlkv.tb.{info.name}.bench":
+                if exc.name != f"cxlkv.tb.{info.name}.{leaf}":
                     raise
     return mods
+
+
+def bench_modules() -> list:
+    return tb_modules("bench")

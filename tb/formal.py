@@ -7,26 +7,15 @@ each keeps its ``.sby``, the RTLIL and the solver logs (counterexample traces
 included) there. Exit status 1 unless every job passes.
 """
 import argparse
-import importlib
-import pkgutil
 import sys
 import time
 
-from cxlkv import build_dir
+from cxlkv import build_dir, discover
+from cxlkv.tb.regress import print_summary
 
 
 def formal_modules():
-    import cxlkv.tb as tb
-    mods = []
-    for info in sorted(pkgutil.iter_modules(tb.__path__), key=lambda i: i.name):
-        if not info.ispkg or info.name.startswith("_"):
-            continue
-        try:
-            mods.append(importlib.import_module(f"cxlkv.tb.{info.name}.formal"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"cxlkv.tb.{info.name}.formal":
-                raise
-    return mods
+    return discover.tb_modules("formal")
 
 
 def main(argv=None):
@@ -46,14 +35,8 @@ def main(argv=None):
             rows.append((block, job.name, job.invariant, f"{how} ({bound})", status, f"{seconds:.1f} s"))
             failed += status != "PASS"
             print(f"[{block}] {job.name}: {status} in {seconds:.1f} s ({jobdir})", file=sys.stderr)
-    header = ("block", "property", "invariant", "method", "status", "time")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    print(line(header))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
-    print(f"\n{len(rows) - failed} passed, {failed} failed  ({time.monotonic() - t0:.0f} s)")
+    print_summary(("block", "property", "invariant", "method", "status", "time"), rows, len(rows) - failed, failed,
+                  time.monotonic() - t0)
     return 1 if failed or not rows else 0
 
 
