@@ -12,6 +12,18 @@ from cxlkv import discover
 from cxlkv.tb.runner import run
 
 
+def print_summary(header, rows, passed, failed, seconds):
+    """The table ``make sim`` and ``make formal`` end with: ``header`` and ``rows`` in aligned
+    columns, then the pass/fail count and the time taken."""
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    print(f"\n{passed} passed, {failed} failed  ({seconds:.0f} s)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m cxlkv.tb.regress", description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="bench names to run (default: all)")
@@ -39,15 +51,8 @@ def main(argv=None):
             rows.append((bench.name, bench.config_id, f"metric {name}", "", f"{m['value']} {m['unit']}"))
         print(f"[{bench.name}/{bench.config_id}] {time.monotonic() - t:.1f} s, logs in {result.build_dir}",
               file=sys.stderr)
-    widths = [max(len(str(r[i])) for r in rows + [("bench", "config", "test", "result", "detail")])
-              for i in range(5)]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    print(line(("bench", "config", "test", "result", "detail")))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print(line(r))
     tests = sum(1 for r in rows if r[3] in ("PASS", "FAIL", "ERROR"))
-    print(f"\n{tests - failed} passed, {failed} failed  ({time.monotonic() - t0:.0f} s)")
+    print_summary(("bench", "config", "test", "result", "detail"), rows, tests - failed, failed, time.monotonic() - t0)
     return 1 if failed or not tests else 0
 
 
