@@ -334,25 +334,30 @@ def test_hw_deadline_orders_like_the_decayed_ema():
 # Parameters, budgets, errors
 # ---------------------------------------------------------------------------------------------
 
-def test_bad_parameters_are_refused():
-    with pytest.raises(CxlkvError, match="unknown policy"):
-        P.make_params("fifo")
-    with pytest.raises(CxlkvError, match="unknown policy parameter"):
-        P.make_params("hw", hw_taux=3)
-    with pytest.raises(CxlkvError, match="hw_tau"):
-        P.make_params("hw", hw_tau=0)
-    with pytest.raises(CxlkvError, match="does not prefetch"):
-        P.make_params("min", window=2)
-    with pytest.raises(CxlkvError, match="does not prefetch"):
-        P.make_params("lru", window=2)
-    t = random_trace(1, n=20)
-    with pytest.raises(CxlkvError, match="entries"):
-        P.replay(t, "lru", 0)
+@pytest.mark.parametrize("policy,overrides,match", [
+    ("fifo", {}, "unknown policy"),
+    ("hw", {"hw_taux": 3}, "unknown policy parameter"),
+    ("hw", {"hw_tau": 0}, "hw_tau"),
+    ("min", {"window": 2}, "does not prefetch"),
+    ("lru", {"window": 2}, "does not prefetch"),
+])
+def test_bad_parameters_are_refused(policy, overrides, match):
+    with pytest.raises(CxlkvError, match=match):
+        P.make_params(policy, **overrides)
+
+
+@pytest.mark.parametrize("policy,entries,kw,match", [
+    ("lru", 0, {}, "entries"),
+    ("lru", 2, {"params": P.PolicyParams(window=1)}, "does not prefetch"),
+    ("fifo", 2, {}, "unknown policy"),
+])
+def test_bad_replay_arguments_are_refused(policy, entries, kw, match):
+    with pytest.raises(CxlkvError, match=match):
+        P.replay(random_trace(1, n=20), policy, entries, **kw)
+
+
+def test_ema_prefetch_prefetches_by_default():
     assert P.make_params("ema+prefetch").window == 4
-    with pytest.raises(CxlkvError, match="does not prefetch"):
-        P.replay(t, "lru", 2, params=P.PolicyParams(window=1))
-    with pytest.raises(CxlkvError, match="unknown policy"):
-        P.replay(t, "fifo", 2)
 
 
 def test_percentage_budget():
