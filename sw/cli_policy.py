@@ -20,7 +20,9 @@ policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1)
   hw_write_sample=0     hw: sample a write folds into the EMA (UQ0.16)
   hw_read_credit=0      hw: added to each read's sample (UQ0.16, saturating)
   entry_bytes=512       bytes per entry for the bytes-moved figures
-The exact rules are in docs/policy.md."""
+`policy replay` also takes --param prefetch_trigger_all (with window > 0): 1 (default) every
+read starts a prefetch window, 0 only demand misses (the controller's PREFETCH.trigger; `ctl
+replay` takes the same). The exact rules are in docs/policy.md."""
 
 _BUDGET_HELP = ("resident entries per queue: an integer, or a percentage of the trace's context "
                 "(max position + 1), e.g. 10%% (rounded up)")
@@ -103,6 +105,17 @@ def _params_for(policy, overrides):
     return out
 
 
+def _prefetch_trigger(overrides):
+    """``prefetch_trigger_all`` (popped from the --param overrides; not a policy parameter, the
+    same name as ``ctl replay``'s): 1 (default) prefetch on every read, 0 on demand misses only."""
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models import prefetch as PF
+    value = overrides.pop("prefetch_trigger_all", PF.TRIGGER_READ)
+    if value not in (PF.TRIGGER_MISS, PF.TRIGGER_READ):
+        raise CxlkvError(f"prefetch_trigger_all must be 0 (demand misses) or 1 (every read), got {value}")
+    return value
+
+
 def run(args):
     if args.policy_cmd == "replay":
         return _replay(args)
@@ -115,10 +128,11 @@ def _replay(args):
     from cxlkv.models import policy as P
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
+    trigger = _prefetch_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)
-    result = P.replay(trace, args.policy, entries, params=params)
+    result = P.replay(trace, args.policy, entries, params=params, prefetch_trigger=trigger)
     s = result.summary(per_queue=args.per_queue)
     s["trace"] = str(args.trace)
     if args.json:

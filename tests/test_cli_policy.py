@@ -73,7 +73,28 @@ def test_replay_prefetch_reports_accuracy_and_bytes(trace_file, capsys):
     assert out["bytes_moved"] == (out["fills"] + out["prefetches"]) * 512
 
 
+def test_replay_prefetch_trigger_on_misses(trace_file, capsys):
+    """--param prefetch_trigger_all=0 starts windows on demand misses only (policy.replay's
+    prefetch_trigger), 1 (the default) on every read."""
+    from cxlkv.models import prefetch as PF
+    from cxlkv.models.trace import load_trace
+    base = ["policy", "replay", str(trace_file), "--policy", "hw", "--entries", "8", "--param", "window=2", "--json"]
+    got = {}
+    for t in (None, 0, 1):
+        extra = [] if t is None else ["--param", f"prefetch_trigger_all={t}"]
+        assert cli.main(base + extra) == 0
+        got[t] = json.loads(capsys.readouterr().out)
+    trace = load_trace(trace_file)
+    params = P.make_params("hw", window=2)
+    for t, trig in ((0, PF.TRIGGER_MISS), (1, PF.TRIGGER_READ)):
+        ref = P.replay(trace, "hw", 8, params=params, prefetch_trigger=trig)
+        assert (got[t]["prefetches"], got[t]["read_hits"]) == (ref.total("prefetches"), ref.total("read_hits"))
+    assert got[None] == got[1] and got[0]["prefetches"] < got[1]["prefetches"]
+
+
 @pytest.mark.parametrize("argv,message", [
+    (["--policy", "hw", "--entries", "4", "--param", "window=2", "--param", "prefetch_trigger_all=2"],
+     "prefetch_trigger_all must be 0"),
     (["--policy", "lru", "--entries", "0"], "--entries must be at least 1"),
     (["--policy", "lru", "--entries", "ten"], "neither an integer nor a percentage"),
     (["--policy", "lru", "--entries", "150%"], "(0, 100]"),

@@ -27,6 +27,9 @@ from cxlkv.sw.serial_transport import BridgeTransport
 from cxlkv.sw.transport import BusError, ModelTransport, TransportError
 from cxlkv.tb.common import InOrderScoreboard, env_int, params, test_rng
 
+PREFETCH = regmap.BY_NAME["PREFETCH"]
+PREFETCH_EXACT = next(f for f in PREFETCH.fields if f.name == "exact")
+
 CONTROL = regmap.BY_NAME["CONTROL"]
 ENABLE = 1 << CONTROL.field("enable").lsb
 
@@ -167,7 +170,12 @@ class BridgeEnv:
         if k < 0.45:
             return proto.encode_read(self.random_addr())
         if k < 0.9:
-            return proto.encode_write(self.random_addr(), self.random_value())
+            addr, value = self.random_addr(), self.random_value()
+            if addr & ~3 == PREFETCH.offset:
+                # exact mode only: with PREFETCH.exact = 0 the controller's prefetch timing is
+                # its own (by design) and the transaction-level model does not follow it
+                value |= 1 << PREFETCH_EXACT.lsb
+            return proto.encode_write(addr, value)
         return proto.encode_ping()
 
     async def scenario(self):
