@@ -54,13 +54,22 @@ def test_board_parameters_are_checked():
 
 def test_board_controller_carries_the_tracker():
     """The board's controller has the tracker on chip (event path over the UART), at a geometry
-    within what docs/fpga.md found to fit the part (the tracker's slot lists are flip-flops)."""
-    from cxlkv.models.controller import ControllerModel
+    within what docs/fpga.md found to fit the part (the tracker's slot lists are flip-flops: the
+    slots, queues x max_budget, count, not the positions), and the shipped traces fit it."""
+    from cxlkv.models.controller import ControllerModel, max_slots
+    from cxlkv.models.trace import load_trace
+    traces = sorted((ROOT / "traces").glob("*.npz"))
+    assert traces
     for name in sorted(boards()):
         params = get_board(name).controller
         model = ControllerModel(**params)
         assert model.has_tracker and params["tracker"] == "onchip"
-        assert model.n_queues * model.n_positions <= 512
+        assert model.n_queues * max_slots(model.n_positions, params.get("max_budget")) <= 128   # as measured
+        assert model.n_queues * model.n_positions * 64 <= 8 * 512 * 64    # metadata: 16 DP16KD at most
+        for path in traces:
+            tr = load_trace(str(path))
+            assert tr.n_layers <= model.n_layers and tr.n_kv_heads <= model.n_kv_heads
+            assert int(tr.pos.max()) < model.n_positions, f"{path.name} does not fit board {name}"
     assert fpga.main(["bitstream", "--param", "tracker=bogus"]) == 2        # refused before any tool runs
     assert fpga.main(["bitstream", "--param", "entries_log2=x"]) == 2
 

@@ -225,45 +225,51 @@ def test_bad_event_answers_raise_clear_errors(answer, message):
     assert len(line.sent) == 1
 
 
-def test_bringup_replay_commands_run_against_the_emulated_board(tmp_path):
-    """docs/bringup.md, section 5: a trace that fits the board, the emulator with the board's
-    configuration and `cxlkv ctl --transport serial replay`, as documented; equal to `policy replay`."""
+def test_bringup_replay_commands_run_against_the_emulated_board():
+    """docs/bringup.md, section 5: a shipped trace on the board's geometry (4 x 2 queues x 2^9
+    positions, 16 slots per queue), the emulator with the board's configuration and `cxlkv ctl
+    --transport serial replay ... --entries 16`, as documented; equal to `policy replay --policy hw`.
+    Budgets beyond the board's 16 slots, and a missing port, are refused without a traceback."""
     import json
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
     doc = (root / "docs" / "bringup.md").read_text()
-    synth = "cxlkv trace synth --family mixed --prefill 32 --steps 32 --out build/board_trace.npz"
-    assert synth in doc
-    assert "python -m cxlkv.sw.serial_transport emulate --board ulx3s-85f" in doc
-    assert "cxlkv ctl --transport serial --device /dev/pts/3 replay build/board_trace.npz --entries 25%" in doc
-    trace = str(tmp_path / "board_trace.npz")
+    emulate = "python -m cxlkv.sw.serial_transport emulate --board ulx3s-85f"
+    replay = f"cxlkv ctl --transport serial --device /dev/pts/3 replay {TRACE} --entries 16 --json"
+    policy = f"cxlkv policy replay {TRACE} --policy hw --entries 16 --json"
+    for cmd in (emulate, replay, policy):
+        assert cmd in doc, cmd
     cli = [sys.executable, "-m", "cxlkv.sw.cli"]
-    args = synth.split()[1:-1] + [trace]
-    made = subprocess.run(cli + args, capture_output=True, text=True, cwd=root, timeout=120)
-    assert made.returncode == 0, made.stderr
-    emu = subprocess.Popen([sys.executable, "-m", "cxlkv.sw.serial_transport", "emulate", "--board", "ulx3s-85f"],
-                           stdout=subprocess.PIPE, text=True, cwd=root)
+    emu = subprocess.Popen([sys.executable] + emulate.split()[1:], stdout=subprocess.PIPE, text=True, cwd=root)
     try:
         path = emu.stdout.readline().strip()
         assert path.startswith("/dev/")
-        out = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", path, "replay", trace,
-                                    "--entries", "25%", "--json"], capture_output=True, text=True, cwd=root,
-                             timeout=240)
+        info = subprocess.run([sys.executable, "-m", "cxlkv.sw.serial_transport", "info", "--device", path],
+                              capture_output=True, text=True, cwd=root, timeout=60)
+        assert info.returncode == 0, info.stderr
+        geometry = {k: json.loads(info.stdout)[k] for k in ("version", "n_layers", "n_kv_heads", "entries_log2")}
+        assert geometry == {"version": "0.4", "n_layers": 4, "n_kv_heads": 2, "entries_log2": 9}
+        out = subprocess.run(cli + replay.replace("/dev/pts/3", path).split()[1:], capture_output=True, text=True,
+                             cwd=root, timeout=240)
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)
-        ref = subprocess.run(cli + ["policy", "replay", trace, "--policy", "hw", "--entries", "25%", "--json"],
-                             capture_output=True, text=True, cwd=root, timeout=240)
+        ref = subprocess.run(cli + policy.split()[1:], capture_output=True, text=True, cwd=root, timeout=240)
+        assert ref.returncode == 0, ref.stderr
         want = json.loads(ref.stdout)
-        for key in ("events", "reads", "read_hits", "writes", "fills", "evictions", "attention_recall"):
+        assert got["transport"] == "serial" and got["events"] == 37_276
+        for key in ("entries", "events", "reads", "read_hits", "writes", "fills", "evictions", "attention_recall",
+                    "no_victim"):
             assert got[key] == want[key], key
-        # the shipped traces (positions up to 511) exceed the board's 64 positions: refused, no traceback
+        assert got["evictions"] > 0 and 0 < got["read_hits"] < got["reads"]
+        # C = 10 % of 512 = 52 exceeds the board's 16 slots per queue: refused before any event is sent
         big = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", path, "replay", TRACE,
                                     "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=120)
-        assert big.returncode == 2 and "exceeds the device's" in big.stderr and "Traceback" not in big.stderr
+        assert big.returncode == 2 and "at most 16 entries per queue" in big.stderr
+        assert "Traceback" not in big.stderr
         bad = subprocess.run(cli + ["ctl", "--transport", "serial", "--device", "/dev/cxlkv-no-such-tty", "replay",
-                                    trace, "--entries", "10%"], capture_output=True, text=True, cwd=root, timeout=60)
+                                    TRACE, "--entries", "16"], capture_output=True, text=True, cwd=root, timeout=60)
         assert bad.returncode == 2 and "cannot open serial port" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         emu.terminate()

@@ -10,15 +10,15 @@ from cxlkv.hdl.boards import Board
 #: tracker (12.41 MHz achieved at a 125 MHz constraint: docs/fpga.md); the goal stays 125 MHz (make bench)
 CORE_MHZ = 10.0
 
-#: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^6 positions, 16 slots
-#: per queue (budgets up to 25 %), no tier mover. The pipelined tracker's per-slot prev/next lists and
-#: bucket ring have several write ports, so they become flip-flops: at 4 x 2 x 2^10 with a slot per
-#: position that was 205,719 FFs (the part has 83,640) and yosys ran out of memory; this build uses
-#: 57 % of the LUTs and 18 % of the FFs (docs/fpga.md, "The tracker on the board").
+#: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^9 positions (the shipped
+#: traces in traces/ fit: positions up to 511), 16 slots per queue (budgets C <= 16 replay exactly; the
+#: driver refuses larger ones from HW_RING.slots_log2), no tier mover. The pipelined tracker's per-slot
+#: prev/next lists and bucket ring have several write ports, so they become flip-flops: the slots, not the
+#: positions, count (at 4 x 2 x 2^10 with a slot per position that was 205,719 FFs, the part has 83,640,
+#: and yosys ran out of memory). The metadata (8 queues x 512 x 64 bits) is block RAM. Figures: docs/fpga.md.
 #: Llama-3-8B's 32 x 8 x 2^13 needs device DRAM behind the ``external`` ports, not wired yet.
-#: No prefetch engine either (CAPS.prefetch = 0): the figures above were placed and routed without it, and
-#: the board has not been re-run with it (`--param prefetch=1` builds it in).
-CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 6, "bitags": 16, "tracker": "onchip", "max_budget": 16,
+#: No prefetch engine either (CAPS.prefetch = 0; `--param prefetch=1` builds it in, not measured on the board).
+CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 9, "bitags": 16, "tracker": "onchip", "max_budget": 16,
               "tiers": "none", "prefetch": 0}
 
 
