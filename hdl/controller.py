@@ -341,6 +341,7 @@ class Controller(wiring.Component):
             trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
             trk.victim_req.valid.eq(0),               # no background eviction yet
+            trk.lookup.valid.eq(0),                   # no host data path yet (docs/architecture.md, "Next")
             trk.victim_resp.ready.eq(1),
         ]
 

@@ -190,7 +190,7 @@ class TrackerAxi4(wiring.Component):
         m.d.comb += mm.base.eq(self.base)
         for name in ("rd_errors", "wr_errors", "raw_holds", "protocol_errors"):
             m.d.comb += getattr(self, name).eq(getattr(mm, name))
-        for name in ("event", "victim_req", "prefetch"):
+        for name in ("event", "victim_req", "prefetch", "lookup"):
             connect(m, flipped(getattr(self, name)), getattr(t, name))
         for name in ("decision", "victim_resp"):
             connect(m, getattr(t, name), flipped(getattr(self, name)))

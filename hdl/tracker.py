@@ -6,8 +6,10 @@ event). Documentation: ``docs/tracker.md``.
 Per event in {layer, head, position, write, sample, step}; per event out {hit, inserted,
 victim, slot}. A "victim for queue q" request port answers the policy's rule in order with the
 events. A prefetch insert {layer, head, position} is ``hw``'s prefetch insert at the queue's
-current step, answered on the decision stream (``prefetch`` = 1). The engine is a pipeline that
-takes one event (or victim request, or prefetch insert) per clock:
+current step, answered on the decision stream (``prefetch`` = 1). A lookup {layer, head,
+position} is answered on the decision stream too (``lookup`` = 1: resident and slot; nothing
+changes). The engine is a pipeline that takes one event (or victim request, prefetch insert or
+lookup) per clock:
 
 * **accept** (A): the queue's step state (a per-queue RAM read and written in the same cycle,
   so back-to-back events of one queue chain), the metadata read request, and a lookup of the
@@ -94,7 +96,7 @@ class Geometry:
     def decision_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb,
                                   "hit": 1, "inserted": 1, "victim_valid": 1, "no_victim": 1,
-                                  "error": 1, "victim": self.pb, "slot": self.sb, "prefetch": 1})
+                                  "error": 1, "victim": self.pb, "slot": self.sb, "prefetch": 1, "lookup": 1})
 
     def pf_layout(self):
         return data.StructLayout({"layer": self.lb, "head": self.hb, "position": self.pb})
@@ -180,6 +182,7 @@ class Tracker(wiring.Component):
             "decision": Out(stream.Signature(g.decision_layout())),
             "victim_req": In(stream.Signature(g.vreq_layout())),
             "prefetch": In(stream.Signature(g.pf_layout())),
+            "lookup": In(stream.Signature(g.pf_layout())),
             "victim_resp": Out(stream.Signature(g.vresp_layout())),
             "meta_rd": Out(stream.Signature(g.meta_rd_layout())),
             "meta_rd_data": In(stream.Signature(META_BITS)),
@@ -209,7 +212,7 @@ class Tracker(wiring.Component):
         return data.StructLayout({
             "kind": 2, "q": g.qb, "layer": g.lb, "head": g.hb, "position": g.pb, "write": 1,
             "smp": S.SCORE_BITS, "step": S.STEP_BITS, "dense": 1,
-            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb, "pf": 1,
+            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb, "pf": 1, "lk": 1,
         })
 
     def elaborate(self, platform):
@@ -317,7 +320,7 @@ class Tracker(wiring.Component):
                 m.d.sync += clearing.eq(0)
 
         # ---------------------------------------------------------------- accept (A)
-        ein, vin, pin = self.event.payload, self.victim_req.payload, self.prefetch.payload
+        ein, vin, pin, lin = self.event.payload, self.victim_req.payload, self.prefetch.payload, self.lookup.payload
         retire = Signal()
         retire_tag = Signal(TB)
         room = Signal()
@@ -325,19 +328,25 @@ class Tracker(wiring.Component):
         take_v = Signal()
         take_e = Signal()
         take_p = Signal()
-        # the entry source: a prefetch insert goes before an event; a choice whose metadata read
-        # waits for `ready` is kept (locked) so that the read request does not change under it
+        take_l = Signal()
+        # the entry source: a prefetch insert goes before a lookup, a lookup before an event; a
+        # choice whose metadata read waits for `ready` is kept (locked) so that the read request
+        # does not change under it
         sel_p = Signal()
+        sel_l = Signal()
         lock = Signal()
         lock_p = Signal()
-        m.d.comb += sel_p.eq(Mux(lock, lock_p, self.prefetch.valid))
+        lock_l = Signal()
+        m.d.comb += [sel_p.eq(Mux(lock, lock_p, self.prefetch.valid)),
+                     sel_l.eq(Mux(lock, lock_l, ~self.prefetch.valid & self.lookup.valid))]
         a_layer = Signal(g.lb)
         a_head = Signal(g.hb)
         a_pos = Signal(g.pb)
         a_valid = Signal()
-        m.d.comb += [a_layer.eq(Mux(sel_p, pin.layer, ein.layer)), a_head.eq(Mux(sel_p, pin.head, ein.head)),
-                     a_pos.eq(Mux(sel_p, pin.position, ein.position)),
-                     a_valid.eq(Mux(sel_p, self.prefetch.valid, self.event.valid))]
+        m.d.comb += [a_layer.eq(Mux(sel_p, pin.layer, Mux(sel_l, lin.layer, ein.layer))),
+                     a_head.eq(Mux(sel_p, pin.head, Mux(sel_l, lin.head, ein.head))),
+                     a_pos.eq(Mux(sel_p, pin.position, Mux(sel_l, lin.position, ein.position))),
+                     a_valid.eq(Mux(sel_p, self.prefetch.valid, Mux(sel_l, self.lookup.valid, self.event.valid)))]
         ev_q = Signal(g.qb)
         ev_bad = Signal()
         m.d.comb += st_rd.addr.eq(ev_q)
@@ -345,11 +354,13 @@ class Tracker(wiring.Component):
         # a prefetch insert into a queue without a step yet is refused like a bad layer
         m.d.comb += [ev_q.eq((a_layer * g.n_kv_heads + a_head)[:g.qb]),
                      ev_bad.eq((a_layer >= g.n_layers) | (a_head >= g.n_kv_heads) | (sel_p & ~st.started))]
+        # (a lookup into a queue without a step is fine: nothing is resident there)
         ev_addr = Cat(a_pos, ev_q)
         match = Signal(D)
         m.d.comb += match.eq(Cat(*[f_valid[i] & f_latest[i] & (f_addr[i] == ev_addr) for i in range(D)]))
         fwd_any, fwd_tag = lowest_set(m, match, D)            # at most one bit is set
-        # A prefetch insert in flight is a forwarding source only for a record of the same step:
+        # A prefetch insert in flight is a forwarding source only for a record of the same step
+        # (a lookup only needs the slot, which both outcomes leave right: it never waits):
         # whether it changed the entry is known only in the list stage, but at the same step both
         # outcomes leave the same EMA (the insert's decayed EMA is what the record would decay the
         # old one to: decay over 0 steps is the identity), t_last (the step) and slot (the insert's
@@ -359,7 +370,7 @@ class Tracker(wiring.Component):
         m.d.comb += t_fwd.eq(f_read(f_step, fwd_tag))
         wait_pf = Signal()
         a_step = Signal(S.STEP_BITS)
-        m.d.comb += wait_pf.eq(~ev_bad & ((match & f_pf) != 0) & (t_fwd != a_step))
+        m.d.comb += wait_pf.eq(~ev_bad & ~sel_l & ((match & f_pf) != 0) & (t_fwd != a_step))
         need_read = Signal()
         m.d.comb += need_read.eq(~ev_bad & ~fwd_any)
         go = Signal()                                         # the entry source may be taken this cycle
@@ -368,21 +379,23 @@ class Tracker(wiring.Component):
         m.d.comb += [
             take_v.eq(room & ~lock & self.victim_req.valid),
             take_p.eq(go & sel_p & (~need_read | self.meta_rd.ready)),
-            take_e.eq(go & ~sel_p & (~need_read | self.meta_rd.ready)),
+            take_l.eq(go & sel_l & (~need_read | self.meta_rd.ready)),
+            take_e.eq(go & ~sel_p & ~sel_l & (~need_read | self.meta_rd.ready)),
             self.victim_req.ready.eq(take_v),
             self.prefetch.ready.eq(take_p),
+            self.lookup.ready.eq(take_l),
             self.event.ready.eq(take_e),
             self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
-        m.d.sync += [lock.eq(self.meta_rd.valid & ~self.meta_rd.ready), lock_p.eq(sel_p)]
+        m.d.sync += [lock.eq(self.meta_rd.valid & ~self.meta_rd.ready), lock_p.eq(sel_p), lock_l.eq(sel_l)]
         bump("pf_wait_cycles", room & (lock | ~self.victim_req.valid) & a_valid & wait_pf)
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
         new_tag = Signal(TB)
         m.d.comb += new_tag.eq(rec_wp[:TB])
-        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p)]
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l)]
 
         # the step stage (per queue, read and written in the accept cycle; a prefetch insert
         # takes the queue's current step and mode and changes neither)
@@ -412,10 +425,14 @@ class Tracker(wiring.Component):
         rec_p = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=pin.layer, head=pin.head,
                      position=pin.position, step=st.cur_step, dense=st.dense,
                      fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag, pf=Const(1, 1))
-        m.d.comb += new.eq(Mux(take_v, rec_v, Mux(take_p, rec_p, rec_e)))
+        rec_l = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=lin.layer, head=lin.head,
+                     position=lin.position, step=st.cur_step, fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd,
+                     tag=new_tag, lk=Const(1, 1))
+        m.d.comb += new.eq(Mux(take_v, rec_v, Mux(take_p, rec_p, Mux(take_l, rec_l, rec_e))))
         bump("victim_requests", take_v)
         bump("events", take_e)
-        bump("bad_events", (take_e | take_p) & ev_bad)
+        bump("lookups", take_l & ~ev_bad)
+        bump("bad_events", (take_e | take_p | take_l) & ev_bad)
         with m.If(take_e & ~ev_bad):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(ev_q),
                          st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use,
@@ -434,9 +451,9 @@ class Tracker(wiring.Component):
         m.d.comb += [set_v.eq(Mux((take_e | take_p) & ~ev_bad, one_new, 0)),
                      clr_v.eq(Mux(retire, Const(1, D) << retire_tag, 0))]
         m.d.sync += f_valid.eq((f_valid & ~clr_v) | set_v)
-        with m.If(take_v | take_e | take_p):
+        with m.If(take_v | take_e | take_p | take_l):
             m.d.sync += rec_wp.eq(rec_wp + 1)
-        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e | take_p) - retire)
+        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e | take_p | take_l) - retire)
 
         # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
         m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
@@ -538,7 +555,7 @@ class Tracker(wiring.Component):
 
         # ------------------------------------------------------------ r4: the list stage
         x = r[4]
-        is_ev = v[4] & (x.kind == K_EVENT)
+        is_ev = v[4] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
         m.d.comb += ls_rd.addr.eq(x.q)
         lq = data.View(g.list_layout(), ls_rd.data)
         started = lq.started
@@ -775,7 +792,7 @@ class Tracker(wiring.Component):
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
         need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
-        out_noop = Signal()             # the output record is a prefetch insert that changed nothing
+        out_noop = Signal()             # the output record changed nothing (a lookup, or a prefetch of a resident entry)
         need_wr = v_out & (r_out.kind == K_EVENT) & ~out_noop
         need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
         m.d.comb += [
@@ -804,14 +821,17 @@ class Tracker(wiring.Component):
                 m.d.sync += wr_done.eq(1)
         with m.If(adv6):
             m.d.sync += [v_out.eq(v[4] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2]),
-                         out_noop.eq(pf_noop)]
+                         out_noop.eq(pf_noop | x.lk)]
             err = x.kind == K_ERROR
             dl = g.decision_layout()
-            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf)
+            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf,
+                         lookup=x.lk)
+            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
+                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
             o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                         inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                         victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
-            m.d.sync += out.eq(Mux(err, o_err, o_ev))
+            m.d.sync += out.eq(Mux(err, o_err, Mux(x.lk, o_lk, o_ev)))
             vl = g.vresp_layout()
             answer = started & vic_any
             m.d.sync += vout.eq(pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,

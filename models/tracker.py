@@ -35,6 +35,10 @@ touched since, for ``prefetch_hits`` and ``prefetch_evicted_unused``. ``prefetch
 the rule of ``models/prefetch.py`` to a demand decision; ``replay_model(..., window=W)`` equals
 ``policy.replay(..., "hw", window=W)``.
 
+**Lookups.** A lookup of (queue, position) answers, in order with the events, whether the
+position is resident and in which slot, and changes nothing (``TrackerModel.lookup``): the way
+a data path finds the frame of a line access that made no event (docs/architecture.md, "Next").
+
 Beyond ``policy.replay`` the tracker has: a "victim for queue q" request (what the queue's
 next miss would evict; ``none`` for an empty, unstarted or decode-locked queue), a step that
 goes backwards (applied as the queue's current step, counted in ``step_errors``), and a
@@ -128,6 +132,7 @@ class Decision:
     slot: int = 0        # the slot the position occupies after the event (0 for no_victim)
     prefetch: int = 0    # 1: the answer to a prefetch insert (hit is then 0; a resident position: all 0)
     error: int = 0       # 1: a prefetch insert into a queue that has had no event yet (nothing changes)
+    lookup: int = 0      # 1: the answer to a lookup (hit = resident, slot = its slot; nothing changes)
 
     @property
     def code(self) -> int:
@@ -171,7 +176,7 @@ class _Slot:
 
 COUNTER_NAMES = ("events", "reads", "read_hits", "writes", "evictions", "no_victim", "victim_requests",
                  "victim_none", "victim_locked", "step_errors", "splices", "prefetches", "prefetch_hits",
-                 "prefetch_evicted_unused")
+                 "prefetch_evicted_unused", "lookups")
 
 
 class TrackerModel:
@@ -328,6 +333,13 @@ class TrackerModel:
         key = (s + retention(ema, cfg.tln_d if qs.dense else cfg.tln_r)) >> cfg.bucket_bits
         self._advance(q, qs, s >> cfg.bucket_bits)         # the cursor is there already: no splice
         return self._place(q, qs, p, s, ema, key, slot0, None, prefetch=True)
+
+    def lookup(self, q: int, p: int) -> Decision:
+        """Is ``p`` resident in queue ``q``, and in which slot: ``hit`` and ``slot`` of the answer
+        (0 and 0 when not; also for a queue without an event yet). Nothing changes."""
+        self.counters["lookups"] += 1
+        slot = self.resident_slot(q, p) if self.queues[q].started else None
+        return Decision(q, p, int(slot is not None), 0, 0, 0, 0, slot or 0, lookup=1)
 
     def _place(self, q, qs: _Queue, p, s, ema, key, slot0, slot, *, prefetch) -> Decision:
         """The list stage after the residency check: move a resident ``slot`` (a hit) or insert

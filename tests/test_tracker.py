@@ -220,3 +220,25 @@ def test_cfg_error_when_budget_exceeds_max_budget():
     cfg = T.TrackerConfig.from_params(P.make_params("hw"), 33)
     assert T.TrackerModel(cfg, 1, 64, 128, max_budget=32).cfg_error
     assert not T.TrackerModel(cfg, 1, 64, 128, max_budget=64).cfg_error
+
+
+def test_lookup_answers_residency_and_changes_nothing():
+    """A lookup after every event of a trace, of the event's position and of a neighbour: its
+    answer is the residency an independent owner map gives, and the decisions are unchanged."""
+    trace = tracegen.synth("mixed", n_layers=1, n_kv_heads=2, prefill=32, steps=32, seed=5)
+    cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=1), 6)
+    model = T.TrackerModel(cfg, trace.n_queues, int(trace.pos.max()) + 2, 128)
+    ref = T.replay_model(trace, cfg, 128)
+    assert model.lookup(1, 3) == T.Decision(1, 3, 0, 0, 0, 0, 0, 0, lookup=1)     # no event yet
+    owner, hits = {}, 0
+    for e, want in zip(T.events_from_trace(trace), ref):
+        d = model.event(e)
+        assert d == want
+        if not d.no_victim:
+            owner[(e.queue, d.slot)] = e.position
+        for p in (e.position, e.position + 1):
+            a = model.lookup(e.queue, p)
+            resident = [s for (q, s), pos in owner.items() if q == e.queue and pos == p]
+            assert (a.hit, a.slot, a.lookup) == ((1, resident[0], 1) if resident else (0, 0, 1))
+            hits += a.hit
+    assert 0 < hits < 2 * len(trace) and model.counters["lookups"] == 2 * len(trace) + 1

@@ -39,6 +39,7 @@ class TrackerEnv:
         self.ev_port, self.dec_port = StreamPort(dut, "event"), StreamPort(dut, "decision")
         self.vq_port, self.va_port = StreamPort(dut, "victim_req"), StreamPort(dut, "victim_resp")
         self.pf_port = StreamPort(dut, "prefetch")
+        self.lk_port = StreamPort(dut, "lookup")
         g = self.geom
         self.ev_pack, self.dec_pack = Packer(g.event_layout()), Packer(g.decision_layout())
         self.pf_pack = Packer(g.pf_layout())
@@ -57,7 +58,9 @@ class TrackerEnv:
                                        "pinned_hit", "same_entry_burst", "dense_event", "victim_answer",
                                        "victim_none", "victim_locked", "step_error", "bad_event",
                                        "pf_insert", "pf_evict", "pf_no_victim", "pf_resident", "pf_error",
-                                       "pf_behind_pf", "prefetch_hit", "pf_evicted_unused"), 0)
+                                       "pf_behind_pf", "prefetch_hit", "pf_evicted_unused", "lookup_hit",
+                                       "lookup_miss", "lookup_unstarted", "lookup_bad", "lookup_behind_update"), 0)
+        self._recent = []                  # (queue, position) of the last accepted events / prefetch inserts
         self._last_ev = None
         self._last_pf = None
 
@@ -66,8 +69,9 @@ class TrackerEnv:
         if ev["layer"] >= g.n_layers or ev["head"] >= g.n_kv_heads:
             self.coverage["bad_event"] += 1
             self.model.counters["events"] += 1
-            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0, 0, 0)
+            return (ev["layer"], ev["head"], ev["position"], 0, 0, 0, 0, 1, 0, 0, 0, 0)
         q = ev["layer"] * g.n_kv_heads + ev["head"]
+        self._remember((q, ev["position"]))
         qs = self.model.queues[q]
         if qs.started and ev["step"] < qs.cur_step:
             self.coverage["step_error"] += 1
@@ -89,7 +93,25 @@ class TrackerEnv:
         if d.hit and ev["position"] < self.cfg.pinned:
             self.coverage["pinned_hit"] += 1
         return (ev["layer"], ev["head"], ev["position"], d.hit, d.inserted, d.victim_valid, d.no_victim, 0,
-                d.victim, d.slot, 0)
+                d.victim, d.slot, 0, 0)
+
+    def _remember(self, key):
+        self._recent = (self._recent + [key])[-8:]
+
+    def expected_lookup(self, lk):
+        g = self.geom
+        if lk["layer"] >= g.n_layers or lk["head"] >= g.n_kv_heads:
+            self.coverage["lookup_bad"] += 1
+            self.coverage["bad_event"] += 1
+            return (lk["layer"], lk["head"], lk["position"], 0, 0, 0, 0, 1, 0, 0, 0, 1)
+        q = lk["layer"] * g.n_kv_heads + lk["head"]
+        if (q, lk["position"]) in self._recent:
+            self.coverage["lookup_behind_update"] += 1          # likely still in flight: forwarded
+        if not self.model.queues[q].started:
+            self.coverage["lookup_unstarted"] += 1
+        d = self.model.lookup(q, lk["position"])
+        self.coverage["lookup_hit" if d.hit else "lookup_miss"] += 1
+        return (lk["layer"], lk["head"], lk["position"], d.hit, 0, 0, 0, 0, 0, d.slot, 0, 1)
 
     def expected_prefetch(self, pf):
         g = self.geom
@@ -102,7 +124,8 @@ class TrackerEnv:
         if bad or not self.model.queues[q].started:
             self.coverage["pf_error"] += 1
             self.coverage["bad_event"] += 1
-            return (pf["layer"], pf["head"], pf["position"], 0, 0, 0, 0, 1, 0, 0, 1)
+            return (pf["layer"], pf["head"], pf["position"], 0, 0, 0, 0, 1, 0, 0, 1, 0)
+        self._remember((q, pf["position"]))
         unused = self.model.counters["prefetch_evicted_unused"]
         d = self.model.prefetch(q, pf["position"])
         self.coverage["pf_evicted_unused"] += self.model.counters["prefetch_evicted_unused"] - unused
@@ -110,7 +133,7 @@ class TrackerEnv:
                 else "pf_evict" if d.victim_valid else "pf_insert")
         self.coverage[kind] += 1
         return (pf["layer"], pf["head"], pf["position"], 0, d.inserted, d.victim_valid, d.no_victim, 0,
-                d.victim, d.slot, 1)
+                d.victim, d.slot, 1, 0)
 
     def expected_answer(self, vq):
         g = self.geom
@@ -136,7 +159,7 @@ class TrackerEnv:
             getattr(dut, name).value = getattr(cfg, name)
         dut.decode_lock.value = self.decode_lock
         dut.rst.value = 1
-        for port in (self.ev_port, self.vq_port, self.pf_port):
+        for port in (self.ev_port, self.vq_port, self.pf_port, self.lk_port):
             port.valid.value = 0
         self.dec_port.ready.value = 0
         self.va_port.ready.value = 0
@@ -181,15 +204,20 @@ class TrackerEnv:
                 self.last_accept = self.cycles
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
+            if self.lk_port.valid.value and self.lk_port.ready.value:
+                self.sb.expect(self.expected_lookup(self.pf_pack.unpack(int(self.lk_port.payload.value))))
+                self.last_accept = self.cycles
+                self.accept_cycles.append(self.cycles)
+                self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
                 self.vsb.expect(self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value))))
                 self.vaccepted += 1
             if self.dec_port.valid.value and self.dec_port.ready.value:
                 o = self.dec_pack.unpack(int(self.dec_port.payload.value))
                 self.sb.actual((o["layer"], o["head"], o["position"], o["hit"], o["inserted"], o["victim_valid"],
-                                o["no_victim"], o["error"], o["victim"], o["slot"], o["prefetch"]))
+                                o["no_victim"], o["error"], o["victim"], o["slot"], o["prefetch"], o["lookup"]))
                 self.decisions.append(o)
-                if not o["prefetch"]:
+                if not o["prefetch"] and not o["lookup"]:
                     self.codes.append(o["victim"] if o["victim_valid"] else (-2 if o["no_victim"] else -1))
                 kind = ("hit" if o["hit"] else "evict" if o["victim_valid"] else "free" if o["inserted"]
                         else "other")
@@ -360,7 +388,8 @@ def random_prefetches(rng, geom, n, *, npos):
     return out[:n]
 
 
-async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, seed_shift=0, pf_prob=0.0):
+async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, seed_shift=0, pf_prob=0.0,
+                     lk_prob=0.0):
     env = TrackerEnv(dut, cfg, decode_lock=decode_lock)
     rng = test_rng()
     for _ in range(seed_shift):
@@ -379,12 +408,16 @@ async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, se
         cocotb.start_soon(drive_stream(dut.clk, env.pf_port, env.pf_pack, pfs, rng, idle=0.5))
         await RisingEdge(dut.clk)
         await RisingEdge(dut.clk)
+    lks = random_prefetches(rng, g, int(n * lk_prob), npos=npos)     # the same mix of entries
+    if lks:
+        lks[:1] = [{"layer": 1, "head": 0, "position": 3}]           # before any event of queue 2
+        cocotb.start_soon(drive_stream(dut.clk, env.lk_port, env.pf_pack, lks, rng, idle=0.6))
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, random_events(rng, g, n, npos=npos), rng, idle=0.1)
-    while env.vaccepted < len(reqs) or env.accepted < n + len(pfs):
+    while env.vaccepted < len(reqs) or env.accepted < n + len(pfs) + len(lks):
         await RisingEdge(dut.clk)
     await env.drain()
     env.check()
-    assert env.sb.compared == n + len(pfs) and env.vsb.compared == len(reqs)
+    assert env.sb.compared == n + len(pfs) + len(lks) and env.vsb.compared == len(reqs)
     dut._log.info("random: %d events, %d victim requests checked; %d memory wait cycles; coverage %s",
                   n, len(reqs), int(dut.mem_wait_cycles.value), env.coverage)
     return env
@@ -395,12 +428,13 @@ async def test_random_defaults(dut):
     """Random events and victim requests, defaults (g = 3, dense mode), C = 6, 2 pinned, one queue locked."""
     n = env_int("CXLKV_EVENTS", 3000)
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=2), 6)
-    env = await random_run(dut, cfg, n=n, npos=14, decode_lock=0b000100, vreq_prob=0.1, pf_prob=0.3)
+    env = await random_run(dut, cfg, n=n, npos=14, decode_lock=0b000100, vreq_prob=0.1, pf_prob=0.3, lk_prob=0.3)
     cov = env.coverage
     for b in ("queue_full", "evict_from_expired", "evict_from_bucket", "pinned_hit", "same_entry_burst",
               "dense_event", "victim_answer", "victim_none", "victim_locked", "step_error", "bad_event",
               "pf_insert", "pf_evict", "pf_resident", "pf_error", "pf_behind_pf", "prefetch_hit",
-              "pf_evicted_unused"):
+              "pf_evicted_unused", "lookup_hit", "lookup_miss", "lookup_unstarted", "lookup_bad",
+              "lookup_behind_update"):
         assert cov[b] > 0, f"coverage bin {b} not hit: {cov}"
     for name, v in cov.items():
         report_metric(f"tracker.coverage.{name}", v, "count", {"test": "test_random_defaults", "events": n})
@@ -415,7 +449,8 @@ async def test_random_fine_buckets(dut):
                                                     hw_alpha=0, hw_tau=3, hw_write_sample=5000,
                                                     hw_read_credit=300), 5)
     assert T.buckets_needed(cfg) <= params()["n_buckets"]
-    await random_run(dut, cfg, n=n, npos=12, decode_lock=0, vreq_prob=0.05, seed_shift=1, pf_prob=0.2)
+    await random_run(dut, cfg, n=n, npos=12, decode_lock=0, vreq_prob=0.05, seed_shift=1, pf_prob=0.2,
+                     lk_prob=0.2)
 
 
 @cocotb.test()
