@@ -82,24 +82,31 @@ class StreamPort:
         self.payload = getattr(dut, f"{name}__payload")
 
 
+async def offer(clk, port: StreamPort, packer: Packer, item):
+    """Offer one ``item`` on ``port`` and return in the cycle after it was taken (``valid`` low again)."""
+    from cocotb.triggers import ReadOnly, RisingEdge
+
+    port.payload.value = packer.pack(item)
+    port.valid.value = 1
+    while True:
+        await ReadOnly()
+        taken = bool(port.ready.value)
+        await RisingEdge(clk)
+        if taken:
+            break
+    port.valid.value = 0
+
+
 async def drive_stream(clk, port: StreamPort, packer: Packer, items, rng: random.Random,
                        idle: float = 0.0):
     """Offer ``items`` one by one; between items, idle a cycle with probability ``idle``."""
-    from cocotb.triggers import ReadOnly, RisingEdge
+    from cocotb.triggers import RisingEdge
 
     port.valid.value = 0
     for item in items:
         while idle and rng.random() < idle:
             await RisingEdge(clk)
-        port.payload.value = packer.pack(item)
-        port.valid.value = 1
-        while True:
-            await ReadOnly()
-            taken = bool(port.ready.value)
-            await RisingEdge(clk)
-            if taken:
-                break
-        port.valid.value = 0
+        await offer(clk, port, packer, item)
 
 
 async def drive_ready(clk, port: StreamPort, rng: random.Random, ready_prob: float = 1.0,

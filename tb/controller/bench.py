@@ -87,36 +87,34 @@ def measure():
             assert len(dec) == len(trace)
             out = out + (time.perf_counter() - s0, t.cycles - c0, len(items))
 
-            # the direct port again with other tier memory latencies (TIER_LAT): the tier mover's pace
-            lat = {}
-            for dram, flash in TIER_LATENCIES:
+            async def direct_run(**fields):
+                """The direct-port replay from the cleared state, with ``fields`` (register: field
+                values) written while disabled: (cycles of the batch, the counters once settled)."""
                 await dev.write_fields("CONTROL", enable=0)
-                await dev.configure(tier_lat_dram=dram, tier_lat_flash=flash)
+                for reg, values in fields.items():
+                    await dev.write_fields(reg, **values)
                 await dev.write_fields("CONTROL", enable=1)
                 await dev.clear_counters()
                 t.step(10_000)
                 c0 = t.cycles
                 await t.events(rec)
-                lat[(dram, flash)] = t.cycles - c0
+                cycles = t.cycles - c0
                 await dev.settle()
-                c = await dev.counters()
+                return cycles, await dev.counters()
+
+            # the direct port again with other tier memory latencies (TIER_LAT): the tier mover's pace
+            lat = {}
+            for dram, flash in TIER_LATENCIES:
+                lat[(dram, flash)], c = await direct_run(TIER_LAT={"dram": dram, "flash": flash})
                 lat[(dram, flash, "moves")] = {k: c[f"tier_{k}"] for k in ("fills", "writebacks", "clean_drops", "hits")}
 
             # the prefetch engine in exact mode (TIER_LAT back at its reset values)
             pf = {}
             for window, trigger_all in PREFETCH_RUNS:
-                await dev.write_fields("CONTROL", enable=0)
-                await dev.configure(tier_lat_dram=2, tier_lat_flash=8)
-                await dev.write_fields("PREFETCH", window=window, trigger=trigger_all, exact=1, overflow_stall=0,
-                                       rate_issues=0)
-                await dev.write_fields("CONTROL", enable=1)
-                await dev.clear_counters()
-                t.step(10_000)
-                c0 = t.cycles
-                await t.events(rec)
-                pf[(window, trigger_all)] = t.cycles - c0
-                await dev.settle()
-                c = await dev.counters()
+                pf[(window, trigger_all)], c = await direct_run(
+                    TIER_LAT={"dram": 2, "flash": 8},
+                    PREFETCH={"window": window, "trigger": trigger_all, "exact": 1, "overflow_stall": 0,
+                              "rate_issues": 0})
                 pf[(window, trigger_all, "counts")] = {k: c[k] for k in ("prefetches", "prefetch_hits", "read_hits",
                                                                           "tier_fills")}
             await dev.write_fields("PREFETCH", window=0)

@@ -22,7 +22,7 @@ from cxlkv.models import policy as P
 from cxlkv.models import tracegen
 from cxlkv.models import tracker as T
 from cxlkv.models.trace import load_trace, save_trace
-from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int,
+from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int, offer,
                              params, report_metric, test_rng)
 from cxlkv.tb.tracker.memory import SplitChannelMemory
 
@@ -483,18 +483,10 @@ async def test_all_pinned_no_victim(dut):
 async def drive_records(dut, env, records):
     """Offer (port name, item) records one per clock, in order (the next is offered in the cycle
     after the previous one is taken)."""
-    ports = {"event": (env.ev_port, env.ev_pack), "prefetch": (env.pf_port, env.pf_pack)}
+    ports = {"event": (env.ev_port, env.ev_pack), "prefetch": (env.pf_port, env.pf_pack),
+             "lookup": (env.lk_port, env.pf_pack)}
     for kind, item in records:
-        port, packer = ports[kind]
-        port.payload.value = packer.pack(item)
-        port.valid.value = 1
-        while True:
-            await ReadOnly()
-            taken = bool(port.ready.value)
-            await RisingEdge(dut.clk)
-            if taken:
-                break
-        port.valid.value = 0
+        await offer(dut.clk, *ports[kind], item)
 
 
 @cocotb.test()
