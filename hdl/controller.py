@@ -51,31 +51,24 @@ WRITE_QUEUE_DEPTH = 32
 
 
 class TrackerMemory(wiring.Component):
-    """The tracker's per-position memories as on-chip RAMs behind its valid/ready ports.
+    """The tracker's per-position metadata as an on-chip RAM behind its split channels.
 
-    ``ports`` are the tracker's signature members: the memory takes the flipped ones of the
-    tracker version at hand, either
+    ``ports`` are the tracker's signature members; the memory takes the flipped metadata read
+    channel (``meta_rd`` -> ``meta_rd_data``) and write channel (``meta_wr``): one 64-bit RAM of
+    ``queues x positions`` words addressed ``{queue, position}``; a read sees a write to its
+    word in the same cycle.
 
-    * a metadata request port (``meta_req``: {addr, write, wdata} -> ``meta_resp``) and a
-      link-word region (``link_req``/``link_resp``, four RAMs, one per field prev, next, key,
-      resident, so masked writes need no read-modify-write): the sequential tracker; or
-    * a metadata read channel (``meta_rd`` -> ``meta_rd_data``) and a write channel
-      (``meta_wr``): the pipelined tracker; a read sees a write to its word in the same cycle.
-
-    On an FPGA these are block RAM for small geometries, or the board's SDRAM/DDR behind
-    the same ports; here they make the top exact and fast to simulate. A read is answered
-    in the next cycle and held until taken; writes are posted. After reset every region is
-    swept to zero, one word per cycle (``busy`` meanwhile; requests wait): the tracker needs
-    them zero before first use.
+    On an FPGA this is block RAM for small geometries, or the board's SDRAM/DDR behind the same
+    ports; here it makes the top exact and fast to simulate. A read is answered in the next
+    cycle and held until taken; writes are posted. After reset the RAM is swept to zero, one
+    word per cycle (``busy`` meanwhile; requests wait): the tracker needs it zero before first use.
     """
 
-    NAMES = ("meta_req", "meta_resp", "meta_rd", "meta_rd_data", "meta_wr", "link_req", "link_resp")
+    NAMES = ("meta_rd", "meta_rd_data", "meta_wr")
 
     def __init__(self, geom, ports):
         self.geom = geom
-        members = {name: ports[name].flip() for name in self.NAMES if name in ports}
-        self.split = "meta_rd" in members
-        self.link = "link_req" in members
+        members = {name: ports[name].flip() for name in self.NAMES}
         members["busy"] = Out(1)
         super().__init__(members)
 
@@ -89,61 +82,26 @@ class TrackerMemory(wiring.Component):
         with m.If(clearing):
             m.d.sync += clr.eq(clr + 1)
 
-        def port(name, req, resp, fields, wreq=None):
-            """One read port answering on ``resp``, over ``fields``: [(memory, wdata, write enable)].
-            Writes come from ``req`` (payload.write = 1) or, with ``wreq``, from a channel of their own."""
-            pend = Signal(name=f"{name}_pend")      # a read answer is on resp, not yet taken
-            can = Signal(name=f"{name}_can")
-            take = Signal(name=f"{name}_take")
-            rd_take = Signal(name=f"{name}_rd_take")
-            wr_take = Signal(name=f"{name}_wr_take")
-            m.d.comb += [can.eq(~clearing & (~pend | resp.ready)), req.ready.eq(can),
-                         take.eq(req.valid & can), resp.valid.eq(pend)]
-            if wreq is None:
-                m.d.comb += [rd_take.eq(take & ~req.payload.write), wr_take.eq(take & req.payload.write)]
-                waddr = req.payload.addr
-            else:
-                m.d.comb += [rd_take.eq(take), wreq.ready.eq(~clearing), wr_take.eq(wreq.valid & ~clearing)]
-                waddr = wreq.payload.addr
-            with m.If(rd_take):
-                m.d.sync += pend.eq(1)
-            with m.Elif(resp.ready):
-                m.d.sync += pend.eq(0)
-            rdata = []
-            for mem, wdata, wen in fields:
-                wr = mem.write_port()
-                # one request port: a read never meets a write; split channels: a read sees the
-                # write of the same cycle
-                rd = mem.read_port(transparent_for=(wr,) if wreq is not None else ())
-                m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(rd_take),
-                             wr.addr.eq(Mux(clearing, clr, waddr)),
-                             wr.data.eq(Mux(clearing, 0, wdata)),
-                             wr.en.eq(clearing | (wr_take & wen))]
-                rdata.append(rd.data)
-            return rdata
-
+        req, resp, wreq = self.meta_rd, self.meta_rd_data, self.meta_wr
+        pend = Signal()                             # a read answer is on resp, not yet taken
+        can = Signal()
+        rd_take = Signal()
+        wr_take = Signal()
+        m.d.comb += [can.eq(~clearing & (~pend | resp.ready)), req.ready.eq(can),
+                     rd_take.eq(req.valid & can), resp.valid.eq(pend),
+                     wreq.ready.eq(~clearing), wr_take.eq(wreq.valid & ~clearing)]
+        with m.If(rd_take):
+            m.d.sync += pend.eq(1)
+        with m.Elif(resp.ready):
+            m.d.sync += pend.eq(0)
         m.submodules.meta = meta = Memory(shape=META_BITS, depth=depth, init=[])
-        if self.split:
-            (meta_rd,) = port("meta", self.meta_rd, self.meta_rd_data, [(meta, self.meta_wr.payload.wdata, 1)],
-                              wreq=self.meta_wr)
-            m.d.comb += self.meta_rd_data.payload.eq(meta_rd)
-        else:
-            (meta_rd,) = port("meta", self.meta_req, self.meta_resp, [(meta, self.meta_req.payload.wdata, 1)])
-            m.d.comb += self.meta_resp.payload.eq(meta_rd)
-        if not self.link:
-            return m
-
-        llay = g.link_layout()
-        lw = data.View(llay, self.link_req.payload.wdata)
-        mask = self.link_req.payload.wmask
-        fields = []
-        for i, name in enumerate(("prev", "next", "key", "resident")):   # wmask bit i (tracker WM_*)
-            mem = Memory(shape=llay[name].shape, depth=depth, init=[])
-            m.submodules[f"link_{name}"] = mem
-            fields.append((mem, getattr(lw, name), mask[i]))
-        rd = port("link", self.link_req, self.link_resp, fields)
-        lr = data.View(llay, self.link_resp.payload)
-        m.d.comb += [lr.prev.eq(rd[0]), lr.next.eq(rd[1]), lr.key.eq(rd[2]), lr.resident.eq(rd[3])]
+        wr = meta.write_port()
+        rd = meta.read_port(transparent_for=(wr,))     # a read sees the write of the same cycle
+        m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(rd_take),
+                     wr.addr.eq(Mux(clearing, clr, wreq.payload.addr)),
+                     wr.data.eq(Mux(clearing, 0, wreq.payload.wdata)),
+                     wr.en.eq(clearing | wr_take),
+                     resp.payload.eq(rd.data)]
         return m
 
 
@@ -165,7 +123,7 @@ class Controller(wiring.Component):
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
     ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
-    (``meta_req``/``meta_resp``, and ``link_req``/``link_resp`` if its version has them); with
+    (``meta_rd``/``meta_rd_data``/``meta_wr``); with
     tiers = 'external' the tier mover's ``dram_req``/``dram_resp``/``flash_req``/``flash_resp``.
     """
 
@@ -193,16 +151,13 @@ class Controller(wiring.Component):
         self._tracker_ports = {}
         if self.placement != "none":
             self.geom = g = Geometry(n_layers, n_kv_heads, 1 << entries_log2, n_buckets)
-            # the ports of the tracker version at hand (link_req/link_resp or not; the decision's
-            # fields) from a probe that is never elaborated (the top builds its own in elaborate)
+            # the tracker's ports (the decision's fields, the memory channels) from a probe that is
+            # never elaborated (the top builds its own in elaborate)
             probe = self._new_tracker()
             probe._MustUse__silence = True
             self._tracker_ports = dict(probe.signature.members)
             ports["event"] = In(stream.Signature(g.event_layout()))
             ports["decision"] = self._tracker_ports["decision"]
-            if self.prefetch and "prefetch" not in self._tracker_ports:
-                self._MustUse__silence = True
-                raise ValueError("the prefetch engine needs the tracker's prefetch input (prefetch=False builds without it)")
             # the HDM decode's host side: line accesses, hints, and a route record per access
             probe = self._new_hdm()
             probe._MustUse__silence = True
@@ -211,9 +166,6 @@ class Controller(wiring.Component):
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
-            if self.tiers != "none":
-                if "slot" not in self._tracker_ports["decision"].signature.members["payload"].shape.members:
-                    raise ValueError("the tier mover needs the tracker's decision slot (the pipelined tracker)")
                 probe = self._new_tiermover()
                 probe._MustUse__silence = True
                 if self.tiers == "external":            # the tier mover's memory ports, same directions
@@ -236,7 +188,7 @@ class Controller(wiring.Component):
         return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget)
 
     def _memory_ports(self):
-        return [n for n in TrackerMemory.NAMES if n in self._tracker_ports]
+        return TrackerMemory.NAMES
 
     def elaborate(self, platform):
         m = Module()
@@ -477,7 +429,7 @@ class Controller(wiring.Component):
         # seen at the ports, so the tracker's internal latency waits are not in it)
         stall = Signal()
         m.d.comb += stall.eq(sum((getattr(trk, n).valid & ~getattr(trk, n).ready)
-                                 for n in self._memory_ports() if n in ("meta_req", "meta_rd", "meta_wr", "link_req")) != 0)
+                                 for n in ("meta_rd", "meta_wr")) != 0)
         steps["STALL_CYCLES"] = stall
         for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
             steps[reg] = pulse(hdm, name, "hdm_")
