@@ -389,6 +389,7 @@ class Controller(wiring.Component):
         ]
         m.d.sync += [hold.eq(trk.event.valid & ~trk.event.ready), cur.eq(sel)]
         tier_steps, tier_busy = {}, Const(0, 1)
+        self._phase_decode = Signal()                 # the phase detector's (below), for the prefetch engine
         if self.tiers == "none" and not self.prefetch:
             wiring.connect(m, trk.decision, wiring.flipped(self.decision))
             dec_fire = Signal()
@@ -398,6 +399,7 @@ class Controller(wiring.Component):
 
         # the phase detector taps the events the port accepts (not cleared by CONTROL.enable)
         m.submodules.phase = ph = PhaseDetector()
+        m.d.comb += self._phase_decode.eq(ph.decode)
         m.d.comb += [
             regs.caps_phase.eq(1),
             ph.ev_valid.eq(trk.event.valid & trk.event.ready),
@@ -560,7 +562,8 @@ class Controller(wiring.Component):
             pf.overflow_stall.eq(regs.prefetch_overflow_stall),
             pf.rate_issues.eq(regs.prefetch_rate_issues),
             pf.rate_period.eq(regs.prefetch_period_cycles),
-            pf.enable.eq(1),
+            # PREFETCH.decode_only: no new windows while the phase detector says prefill
+            pf.enable.eq(~regs.prefetch_decode_only | self._phase_decode),
             pf.clear.eq(0),                           # its newest-position table is swept on every enable
             # every demand decision that is not an error: queue {layer, head}, the event's write bit
             pf.acc.payload.queue.eq(Cat(d.head, d.layer)),

@@ -442,6 +442,8 @@ class ControllerModel:
         g = self.regs.get
         self.newest[q] = newest = max(self.newest[q], pos)
         window = g("PREFETCH", "window")
+        if g("PREFETCH", "decode_only") and self.phase.phase != PH.DECODE:
+            return                              # the engine's enable: the phase after this event
         if not PF.triggers(not write, hit, g("PREFETCH", "trigger"), window):
             return
         for cand in PF.candidates(pos, window, newest):

@@ -1,14 +1,14 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "f545b7895c76e73e9135703f5be790aeff4baeedea4dccd9b804ea06178b8315"
+SOURCE_SHA256 = "052664e1bef8629ee88eae5969debd08ce395eea078c824582a62c89f4eb4022"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
         Field('magic', 0, 32, 'r', 'na', 0x43584b56, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Magic 0x43584B56 ('CXKV')."),
     )),
     Register('VERSION', 0x004, 32, external=False, desc='Version', fields=(
-        Field('minor', 0, 16, 'r', 'na', 0x4, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
+        Field('minor', 0, 16, 'r', 'na', 0x5, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Minor version of the register interface.'),
         Field('major', 16, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Major version; the driver refuses a major it does not know.'),
     )),
     Register('GEOMETRY', 0x008, 32, external=False, desc='Tracked geometry, fixed at synthesis.', fields=(
@@ -63,6 +63,7 @@ REGISTERS = (
         Field('trigger', 8, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Trigger: 0 demand misses, 1 every read.'),
         Field('overflow_stall', 9, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Queue overflow: 0 drop oldest, 1 stall.'),
         Field('exact', 10, 1, 'rw', 'r', 0x1, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc="Exact mode (window != 0): the controller top holds demand events until the last one's prefetch candidates are inserted, so the tracker sees the policy simulator's order (`policy replay --policy hw --param window=W`). 0: no hold (the engine's queue, drops and rate limit apply)."),
+        Field('decode_only', 11, 1, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Decode only: 1 starts prefetch windows only while the phase detector says decode (STATUS.phase = 1; reads and the newest positions are still tracked in prefill); 0 in every phase, as the policy simulator.'),
         Field('rate_issues', 16, 8, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Issue at most this many prefetches per rate period (0: unlimited).'),
     )),
     Register('PREFETCH_PERIOD', 0x03c, 32, external=False, desc='Prefetch rate period', fields=(

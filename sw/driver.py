@@ -44,6 +44,7 @@ CONFIG_FIELDS = {
     "prefetch_window": ("PREFETCH", "window"), "prefetch_trigger": ("PREFETCH", "trigger"),
     "prefetch_overflow_stall": ("PREFETCH", "overflow_stall"), "prefetch_rate_issues": ("PREFETCH", "rate_issues"),
     "prefetch_period": ("PREFETCH_PERIOD", "cycles"), "prefetch_exact": ("PREFETCH", "exact"),
+    "prefetch_decode_only": ("PREFETCH", "decode_only"),
     "phase_ratio": ("PHASE_CFG", "ratio"), "phase_window_log2": ("PHASE_CFG", "window_log2"),
     "phase_hysteresis": ("PHASE_CFG", "hysteresis"),
     "queue_budget": ("QUEUE_BUDGET", "entries"), "pin_first": ("PINS", "first_n"),
@@ -327,7 +328,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         await dev.write_fields(reg, **fields)
     if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
         await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
-                               rate_issues=0, exact=1)
+                               rate_issues=0, exact=1, decode_only=0)
     await dev.write_fields("CONTROL", enable=1)
     await dev.clear_counters()
 

@@ -795,10 +795,7 @@ def _pf_run(dev, t, trace, entries, **prefetch):
     dev.write_fields("PREFETCH", **prefetch)
     dev.configure(enable=1)
     dev.clear_counters()
-    rec = np.zeros(len(trace), EVENT_DTYPE)
-    rec["layer"], rec["head"], rec["position"], rec["step"] = trace.layer, trace.head, trace.pos, trace.step
-    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
-    rec["write"] = trace.op != 0
+    rec = _event_records(trace)
     c0 = t.step(0)
     dec = dev._loop.run_until_complete(t.events(rec))
     cycles = t.step(0) - c0
@@ -883,3 +880,70 @@ def test_cli_ctl_replay_with_a_window(tmp_path, capsys):
     assert main(["ctl", "--transport", "model", "--build", "prefetch=0", "replay", str(path), "--entries", "4",
                  "--param", "window=1"]) == 2
     assert "CAPS.prefetch = 0" in capsys.readouterr().err
+
+
+def test_prefetch_decode_only_follows_the_phase(sim):
+    """PREFETCH.decode_only = 1: the engine starts windows only while the phase detector says decode.
+    Forced prefill: no prefetch; forced decode: the ungated counts (the policy's); automatic, on a trace
+    that goes prefill -> decode -> prefill -> decode: fewer prefetches than ungated, and the device's
+    counts equal the model's (which gates each demand read by the phase after that event)."""
+    from cxlkv.models import phase as PH
+    rng = np.random.default_rng(41)
+    # write-heavy and read-heavy stretches (phases flip with a 16-event window, hysteresis 1)
+    parts = [random_trace(rng, n=n, n_layers=3, write_frac=w) for n, w in ((300, 0.9), (600, 0.05),
+                                                                             (300, 0.9), (600, 0.05))]
+    trace = _concat_traces(parts)
+    results = {}
+    for kind in ("sim", "model"):
+        t = sim if kind == "sim" else ModelTransport(**PARAMS)
+        dev = _device(t)
+        dev.configure(phase_ratio=3, phase_window_log2=4, phase_hysteresis=1)
+        pf = {"window": 2, "trigger": 1, "exact": 1, "overflow_stall": 0, "rate_issues": 0}
+        got = {}
+        for name, override, gate in (("ungated", 0, 0), ("prefill", PH.OVERRIDE_PREFILL, 1),
+                                     ("decode", PH.OVERRIDE_DECODE, 1), ("auto", 0, 1)):
+            dev.configure(phase_override=override)
+            dev.configure(enable=0)
+            dev.configure(alpha=16384, tau=8, queue_budget=12, pin_first=0)
+            dev.write_fields("PREFETCH", **pf, decode_only=gate)
+            dev.configure(enable=1)
+            dev.clear_counters()
+            dec = dev._loop.run_until_complete(t.events(_event_records(trace)))
+            dev.settle()
+            got[name] = (dev.counters(), dec["victim"].tolist(), dec["flags"].tolist())
+        results[kind] = got
+        dev._loop.close()
+    for kind, got in results.items():
+        ungated, forced_prefill, forced_decode, auto = (got[k][0] for k in ("ungated", "prefill", "decode", "auto"))
+        assert forced_prefill["prefetches"] == 0 and ungated["prefetches"] > 0, kind
+        assert forced_decode["prefetches"] == ungated["prefetches"], kind
+        assert got["decode"][1:] == got["ungated"][1:], kind
+        assert 0 < auto["prefetches"] < ungated["prefetches"], (kind, auto["prefetches"], ungated["prefetches"])
+    for name in ("ungated", "prefill", "decode", "auto"):
+        s, m = results["sim"][name], results["model"][name]
+        keys = ("reads", "read_hits", "evictions", "prefetches", "prefetch_hits", "no_victim", "tier_fills",
+                "tier_writebacks")
+        assert {k: s[0][k] for k in keys} == {k: m[0][k] for k in keys}, name
+        assert s[1:] == m[1:], name
+
+
+def _event_records(trace):
+    rec = np.zeros(len(trace), EVENT_DTYPE)
+    rec["layer"], rec["head"], rec["position"], rec["step"] = trace.layer, trace.head, trace.pos, trace.step
+    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
+    rec["write"] = trace.op != 0
+    return rec
+
+
+def _concat_traces(parts):
+    """One trace of ``parts`` one after the other, each part's steps shifted past the previous part's."""
+    from cxlkv.models.trace import Trace
+    cols, base = {k: [] for k in ("step", "layer", "head", "pos", "op", "score")}, 0
+    for p in parts:
+        cols["step"].append(p.step + base)
+        base = int(cols["step"][-1].max()) + 1
+        for k in ("layer", "head", "pos", "op", "score"):
+            cols[k].append(getattr(p, k))
+    a = {k: np.concatenate(v) for k, v in cols.items()}
+    return Trace(a["step"].astype(np.int32), a["layer"], a["head"], a["pos"], a["op"], a["score"],
+                 parts[0].n_layers, parts[0].n_kv_heads).validate()

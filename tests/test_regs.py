@@ -104,7 +104,7 @@ def test_format_table_indirect_access():
 def test_driver_over_model():
     with SyncDevice(ModelTransport(n_layers=80, n_kv_heads=8)) as dev:
         info = dev.info()
-        assert info["queues"] == 640 and info["version"] == "0.4"
+        assert info["queues"] == 640 and info["version"] == "0.5"
         dev.configure(alpha=0x2000, tau=4000, prefetch_window=8)
         assert dev.config()["tau"] == 4000
         with pytest.raises(ConfigError, match="outside"):
