@@ -281,7 +281,7 @@ class Tracker(wiring.Component):
         f_step = [Signal(S.STEP_BITS, name=f"f_step{i}") for i in range(D)]
         f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
         f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
-        f_pf = Signal(D)                           # the entry is a prefetch insert (not a forwarding source)
+        f_pf = Signal(D)                           # the entry is a prefetch insert (forwards only to its own step)
 
         def f_read(arr, tag):
             out = Signal.like(arr[0])
