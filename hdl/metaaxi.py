@@ -96,13 +96,19 @@ class MetaAxiMaster(wiring.Component):
         outstanding_r = Signal(range(M.MAX_READS + 1))
         r_room = Signal()
         m.d.comb += r_room.eq(outstanding_r < M.MAX_READS)
+        # AXI: once ARVALID is up it stays until ARREADY. A write that enters the pending list while
+        # the read waits is younger than the read, which need not wait for it: the hold keeps it out.
+        ar_hold = Signal()
+        ar_go = Signal()
+        m.d.comb += ar_go.eq(ar_hold | (~hazard & r_room))
         m.d.comb += [
             ax.arid.eq(M.READ_ID), ax.araddr.eq(byte_addr(rd_addr)), ax.arlen.eq(0), ax.arsize.eq(3),
             ax.arburst.eq(1),
-            ax.arvalid.eq(self.meta_rd.valid & ~hazard & r_room),
-            self.meta_rd.ready.eq(ax.arready & ~hazard & r_room),
+            ax.arvalid.eq(self.meta_rd.valid & ar_go),
+            self.meta_rd.ready.eq(ax.arready & ar_go),
         ]
-        bump(self.raw_holds, self.meta_rd.valid & hazard)
+        m.d.sync += ar_hold.eq(ax.arvalid & ~ax.arready)
+        bump(self.raw_holds, self.meta_rd.valid & hazard & ~ar_hold)
         ar_fire = ax.arvalid & ax.arready
         r_ok_beat = ax.rvalid & (outstanding_r != 0) & ax.rlast
         r_bad_beat = ax.rvalid & ((outstanding_r == 0) | ~ax.rlast)

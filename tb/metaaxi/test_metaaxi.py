@@ -138,6 +138,35 @@ async def test_read_after_pending_write_is_held(dut):
 
 
 @cocotb.test()
+async def test_arvalid_stays_until_arready(dut):
+    """AXI: ARVALID, once up, stays until ARREADY. A read waits for ARREADY; meanwhile a write of the
+    same word is accepted (it is younger than the read): ARVALID must not drop, and the read goes
+    out with its address unchanged. Checked every cycle."""
+    env = Env(dut)
+    await env.start()
+    dut.m_axi__arready.value = 0
+    dut.meta_rd__valid.value = 1
+    dut.meta_rd__payload.value = 9
+    await RisingEdge(dut.clk)
+    cocotb.start_soon(_slave_accept(dut, "m_axi__awvalid", "m_axi__awready"))
+    cocotb.start_soon(_slave_accept(dut, "m_axi__wvalid", "m_axi__wready"))
+    cocotb.start_soon(env.tracker_write(9, 0x1234))
+    for _ in range(12):                      # the write goes out (pending, no B): ARVALID stays up
+        await ReadOnly()
+        assert int(dut.m_axi__arvalid.value) == 1
+        assert int(dut.m_axi__araddr.value) == M.byte_address(BASE, 9)
+        await RisingEdge(dut.clk)
+    assert env.aw_log == [M.byte_address(BASE, 9)]
+    dut.m_axi__arready.value = 1
+    await ReadOnly()
+    assert int(dut.meta_rd__ready.value) == 1
+    await RisingEdge(dut.clk)
+    dut.meta_rd__valid.value = 0
+    dut.m_axi__arready.value = 0
+    assert env.ar_log == [M.byte_address(BASE, 9)] and int(dut.raw_holds.value) == 0
+
+
+@cocotb.test()
 async def test_pending_write_limit(dut):
     """With every B withheld, the master takes `pending_writes` writes and then stalls meta_wr."""
     env = Env(dut)
