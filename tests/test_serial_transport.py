@@ -249,8 +249,10 @@ def test_bringup_replay_commands_run_against_the_emulated_board():
         info = subprocess.run([sys.executable, "-m", "cxlkv.sw.serial_transport", "info", "--device", path],
                               capture_output=True, text=True, cwd=root, timeout=60)
         assert info.returncode == 0, info.stderr
-        geometry = {k: json.loads(info.stdout)[k] for k in ("version", "n_layers", "n_kv_heads", "entries_log2")}
-        assert geometry == {"version": "0.4", "n_layers": 4, "n_kv_heads": 2, "entries_log2": 9}
+        geometry = {k: json.loads(info.stdout)[k] for k in ("n_layers", "n_kv_heads", "entries_log2")}
+        assert geometry == {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 9}
+        with SyncDevice(ModelTransport()) as ref_dev:
+            assert json.loads(info.stdout)["version"] == ref_dev.info()["version"]
         out = subprocess.run(cli + replay.replace("/dev/pts/3", path).split()[1:], capture_output=True, text=True,
                              cwd=root, timeout=240)
         assert out.returncode == 0, out.stderr
