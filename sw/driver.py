@@ -273,7 +273,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     from cxlkv.models import policy as P
     from cxlkv.models import scoring as S
     from cxlkv.models.controller import buckets_needed, hw_registers
-    from cxlkv.sw.transport import EVENT_DTYPE, FLAG_ERROR, FLAG_HIT
+    from cxlkv.sw.transport import FLAG_ERROR, FLAG_HIT, event_records
     overrides = dict(overrides)
     trigger_all = overrides.pop("prefetch_trigger_all", 1)
     if trigger_all not in (0, 1) or isinstance(trigger_all, bool):
@@ -346,13 +346,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         if len(dec) != len(trace):
             raise DeviceError(f"the HDM decode made {len(dec)} events of the trace's {len(trace)}")
     else:
-        rec = np.zeros(len(trace), EVENT_DTYPE)
-        rec["layer"], rec["head"], rec["position"] = trace.layer, trace.head, trace.pos
-        rec["step"] = trace.step.astype(np.int64)
-        x = np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5)     # policy.score_to_uq16
-        rec["sample"] = np.minimum(x, 65535).astype(np.int64)
-        rec["write"] = trace.op != 0
-        dec = await dev.t.events(rec)
+        dec = await dev.t.events(event_records(trace))
     dev.last_decisions = dec
     tiers = "tiermover" in info["caps"]
     if tiers or has_prefetch:

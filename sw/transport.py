@@ -52,6 +52,18 @@ ROUTE_DTYPE = [("position", "<u4"), ("queue", "<u2"), ("flags", "u1"), ("line", 
 ROUTE_EVENT, ROUTE_HINTED, ROUTE_WRITE = 4, 8, 16
 
 
+def event_records(trace):
+    """A trace's events, in file order, as EVENT_DTYPE records (sample = policy.score_to_uq16 of the
+    score: min(floor(x * 65536 + 0.5), 65535))."""
+    import numpy as np
+    rec = np.zeros(len(trace), EVENT_DTYPE)
+    rec["layer"], rec["head"], rec["position"] = trace.layer, trace.head, trace.pos
+    rec["step"] = trace.step.astype(np.int64)
+    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
+    rec["write"] = trace.op != 0
+    return rec
+
+
 def access_records(items):
     """models.hdm ("hint", Hint) / ("access", Access) items as ACCESS_DTYPE records."""
     import numpy as np

@@ -7,7 +7,7 @@ import pytest
 
 from cxlkv.models import regmap
 from cxlkv.sw.driver import ConfigError, SyncDevice
-from cxlkv.sw.transport import BusError, ModelTransport, SimTransport
+from cxlkv.sw.transport import BusError, ModelTransport, SimTransport, event_records
 
 R = regmap.BY_NAME
 PARAMS = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10}
@@ -795,7 +795,7 @@ def _pf_run(dev, t, trace, entries, **prefetch):
     dev.write_fields("PREFETCH", **prefetch)
     dev.configure(enable=1)
     dev.clear_counters()
-    rec = _event_records(trace)
+    rec = event_records(trace)
     c0 = t.step(0)
     dec = dev._loop.run_until_complete(t.events(rec))
     cycles = t.step(0) - c0
@@ -908,7 +908,7 @@ def test_prefetch_decode_only_follows_the_phase(sim):
             dev.write_fields("PREFETCH", **pf, decode_only=gate)
             dev.configure(enable=1)
             dev.clear_counters()
-            dec = dev._loop.run_until_complete(t.events(_event_records(trace)))
+            dec = dev._loop.run_until_complete(t.events(event_records(trace)))
             dev.settle()
             got[name] = (dev.counters(), dec["victim"].tolist(), dec["flags"].tolist())
         results[kind] = got
@@ -925,14 +925,6 @@ def test_prefetch_decode_only_follows_the_phase(sim):
                 "tier_writebacks")
         assert {k: s[0][k] for k in keys} == {k: m[0][k] for k in keys}, name
         assert s[1:] == m[1:], name
-
-
-def _event_records(trace):
-    rec = np.zeros(len(trace), EVENT_DTYPE)
-    rec["layer"], rec["head"], rec["position"], rec["step"] = trace.layer, trace.head, trace.pos, trace.step
-    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
-    rec["write"] = trace.op != 0
-    return rec
 
 
 def _concat_traces(parts):

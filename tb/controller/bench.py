@@ -20,9 +20,8 @@ import asyncio
 import time
 from pathlib import Path
 
-import numpy as np
 
-from cxlkv.sw.transport import EVENT_DTYPE, SimTransport
+from cxlkv.sw.transport import SimTransport, event_records
 
 CONFIG = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 10}
 DESIGN = ("controller top (register block, format table, cold list, tracker with on-chip metadata/link RAMs, "
@@ -33,14 +32,6 @@ TRACE = Path(__file__).resolve().parents[2] / "traces" / "tiny_llama_stdlib_top3
 PREFETCH_RUNS = ((2, 0), (1, 1))
 #: (DRAM, flash) tier memory latencies (TIER_LAT) of the sim.replay_tier_cycles_per_event figures
 TIER_LATENCIES = ((0, 0), (8, 64), (20, 200))
-
-
-def _records(trace):
-    rec = np.zeros(len(trace), EVENT_DTYPE)
-    rec["layer"], rec["head"], rec["position"], rec["step"] = trace.layer, trace.head, trace.pos, trace.step
-    rec["sample"] = np.minimum(np.floor(trace.score.astype(np.float64) * 65536.0 + 0.5), 65535).astype(np.int64)
-    rec["write"] = trace.op != 0
-    return rec
 
 
 def measure():
@@ -65,7 +56,7 @@ def measure():
             await dev.configure(alpha=16384, tau=8, queue_budget=entries, pin_first=0)
             await dev.write_fields("CONTROL", enable=1)
             t.step(10_000)                    # memory sweep and decay-rate divider finish first
-            rec = _records(trace)
+            rec = event_records(trace)
             c0 = t.cycles
             s0 = time.perf_counter()
             await t.events(rec)
