@@ -50,6 +50,14 @@ TIER_MEMORY_PORTS = ("dram_req", "dram_resp", "flash_req", "flash_resp")
 WRITE_QUEUE_DEPTH = 32
 
 
+def _previous(m, held, cnt, name):
+    """``cnt`` one cycle ago (0 while ``held``): a block's counter turned into steps for the 64-bit
+    registers (the blocks' own counters restart when CONTROL.enable = 0 holds them in reset)."""
+    prev = Signal.like(cnt, name=name)
+    m.d.sync += prev.eq(Mux(held, 0, cnt))
+    return prev
+
+
 class TrackerMemory(wiring.Component):
     """The tracker's per-position metadata as an on-chip RAM behind its split channels.
 
@@ -417,10 +425,8 @@ class Controller(wiring.Component):
         # a 64-bit counter that CONTROL.counters_clear zeroes (the tracker's own reset does not)
         def pulse(block, name, prefix):
             cnt = getattr(block, name)
-            prev = Signal.like(cnt, name=f"prev_{prefix}{name}")
-            m.d.sync += prev.eq(Mux(held, 0, cnt))
             p = Signal(name=f"pulse_{prefix}{name}")
-            m.d.comb += p.eq(cnt != prev)
+            m.d.comb += p.eq(cnt != _previous(m, held, cnt, f"prev_{prefix}{name}"))
             return p
         sources = {**COUNTER_SOURCES, **(PREFETCH_SOURCES if self.prefetch else {})}
         pulses = {name: pulse(trk, name, "") for name in
@@ -625,10 +631,8 @@ class Controller(wiring.Component):
         steps = {}
         for reg, name in PREFETCH_ENGINE_COUNTERS.items():
             cnt = getattr(pf, name)
-            prev = Signal.like(cnt, name=f"prev_pf_{name}")
-            m.d.sync += prev.eq(Mux(held, 0, cnt))
             delta = Signal.like(cnt, name=f"delta_pf_{name}")
-            m.d.comb += delta.eq(cnt - prev)
+            m.d.comb += delta.eq(cnt - _previous(m, held, cnt, f"prev_pf_{name}"))
             steps[reg] = delta
         busy = Signal()
         m.d.comb += busy.eq(~pf.idle | (pf_open != 0) | rsp_v | cpl_v)
@@ -701,10 +705,8 @@ class Controller(wiring.Component):
         # counters (each steps by at most one per cycle), as the tracker's
         def pulse(name):
             cnt = getattr(tm, name)
-            prev = Signal.like(cnt, name=f"prev_tier_{name}")
-            m.d.sync += prev.eq(Mux(held, 0, cnt))
             p = Signal(name=f"pulse_tier_{name}")
-            m.d.comb += p.eq(cnt != prev)
+            m.d.comb += p.eq(cnt != _previous(m, held, cnt, f"prev_tier_{name}"))
             return p
         steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
         steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
