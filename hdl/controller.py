@@ -174,11 +174,11 @@ class Controller(wiring.Component):
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
+            if self.tiers == "external":                # the tier mover's memory ports, same directions
                 probe = self._new_tiermover()
                 probe._MustUse__silence = True
-                if self.tiers == "external":            # the tier mover's memory ports, same directions
-                    for name in TIER_MEMORY_PORTS:
-                        ports[name] = probe.signature.members[name]
+                for name in TIER_MEMORY_PORTS:
+                    ports[name] = probe.signature.members[name]
         super().__init__(ports)
 
     def _new_tiermover(self):

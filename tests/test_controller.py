@@ -713,6 +713,14 @@ def test_tier_parameters():
     assert ControllerModel().read32(R["CAPS"].offset)[0] & mask
     # no tracker, no tier mover (its commands are the tracker's decisions)
     assert ControllerModel(n_layers=32, n_kv_heads=8, entries_log2=13).read32(R["CAPS"].offset)[0] & mask == 0
+    # the tier mover's memory ports are ports of the top with tiers = 'external', wherever the tracker's
+    # metadata lives (on chip here), and the top elaborates
+    from amaranth.back import rtlil
+    from cxlkv.hdl.controller import TIER_MEMORY_PORTS
+    top = Controller(n_layers=2, n_kv_heads=2, entries_log2=5, tracker="onchip", tiers="external")
+    assert set(TIER_MEMORY_PORTS) <= set(top.signature.members)
+    assert "meta_rd" not in top.signature.members
+    rtlil.convert(top)
 
 
 # ------------------------------------------------------------------ the prefetch engine in the top
