@@ -58,6 +58,13 @@ def _previous(m, held, cnt, name):
     return prev
 
 
+def _pulse(m, held, cnt, label):
+    """One step of a counter that steps by at most one per cycle (``pulse_<label>``)."""
+    p = Signal(name=f"pulse_{label}")
+    m.d.comb += p.eq(cnt != _previous(m, held, cnt, f"prev_{label}"))
+    return p
+
+
 class TrackerMemory(wiring.Component):
     """The tracker's per-position metadata as an on-chip RAM behind its split channels.
 
@@ -423,13 +430,8 @@ class Controller(wiring.Component):
 
         # the tracker's 32-bit counters step by at most one per cycle: each step is a pulse into
         # a 64-bit counter that CONTROL.counters_clear zeroes (the tracker's own reset does not)
-        def pulse(block, name, prefix):
-            cnt = getattr(block, name)
-            p = Signal(name=f"pulse_{prefix}{name}")
-            m.d.comb += p.eq(cnt != _previous(m, held, cnt, f"prev_{prefix}{name}"))
-            return p
         sources = {**COUNTER_SOURCES, **(PREFETCH_SOURCES if self.prefetch else {})}
-        pulses = {name: pulse(trk, name, "") for name in
+        pulses = {name: _pulse(m, held, getattr(trk, name), name) for name in
                   sorted({n for names in sources.values() for n in names})}     # stable Verilog
         steps = {reg: sum(pulses[n] for n in names) for reg, names in sources.items()}
         steps["PHASE_CHANGES"] = ph.phase_change
@@ -440,7 +442,7 @@ class Controller(wiring.Component):
                                  for n in ("meta_rd", "meta_wr")) != 0)
         steps["STALL_CYCLES"] = stall
         for reg, name in HDM_COUNTERS.items():             # the HDM decode's, the same way
-            steps[reg] = pulse(hdm, name, "hdm_")
+            steps[reg] = _pulse(m, held, getattr(hdm, name), f"hdm_{name}")
         steps["HINT_PUSH_DROPS"] = push_drop
         steps.update(tier_steps)
         m.d.comb += regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy | tier_busy))
@@ -704,10 +706,7 @@ class Controller(wiring.Component):
 
         # counters (each steps by at most one per cycle), as the tracker's
         def pulse(name):
-            cnt = getattr(tm, name)
-            p = Signal(name=f"pulse_tier_{name}")
-            m.d.comb += p.eq(cnt != _previous(m, held, cnt, f"prev_tier_{name}"))
-            return p
+            return _pulse(m, held, getattr(tm, name), f"tier_{name}")
         steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
         steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
         busy = Signal()
