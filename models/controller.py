@@ -51,7 +51,6 @@ from contextlib import contextmanager
 
 from cxlkv.models import hdm as MH
 from cxlkv.models import phase as PH
-from cxlkv.models import prefetch as PF
 from cxlkv.models import policy as P
 from cxlkv.models import regmap
 from cxlkv.models import scoring as S
@@ -428,30 +427,29 @@ class ControllerModel:
             self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 1, None))
             return (0, 0, 0, 0, 1, 0)
         q = layer * self.n_kv_heads + head
-        d = self.tracker.event(T.Event(q, pos, write, sample, step))
+        ev = T.Event(q, pos, write, sample, step)
+        d = self.tracker.event(ev)
         if d.victim_valid:
             self._cold_push(q, d.victim)
         self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 0, d))
         if self.has_prefetch:
-            self._prefetch(layer, head, q, pos, write, d.hit)
+            self._prefetch(layer, head, ev, d)
         return (d.hit, d.inserted, d.victim_valid, d.no_victim, 0, d.victim)
 
-    def _prefetch(self, layer, head, q, pos, write, hit):
-        """The engine after a demand decision, in exact mode's order: the rule's candidates inserted at
-        once (models/prefetch.py); victims to the cold list, inserts to the tier mover (write 0)."""
+    def _prefetch(self, layer, head, ev: T.Event, d: T.Decision):
+        """The engine after demand event ``ev`` decided ``d``, in exact mode's order: the rule's
+        candidates inserted at once (``models.tracker.prefetch_after``); victims to the cold list,
+        inserts to the tier mover (write 0)."""
         g = self.regs.get
-        self.newest[q] = newest = max(self.newest[q], pos)
-        window = g("PREFETCH", "window")
+        q = ev.queue
+        self.newest[q] = newest = max(self.newest[q], ev.position)
         if g("PREFETCH", "decode_only") and self.phase.phase != PH.DECODE:
             return                              # the engine's enable: the phase after this event
-        if not PF.triggers(not write, hit, g("PREFETCH", "trigger"), window):
-            return
-        for cand in PF.candidates(pos, window, newest):
-            d = self.tracker.prefetch(q, cand)
-            if d.victim_valid:
-                self._cold_push(q, d.victim)
-            if d.inserted:
-                self._tier(tier_command(self.n_kv_heads, layer, head, cand, 0, 0, d))
+        for pd in T.prefetch_after(self.tracker, ev, d, newest, g("PREFETCH", "window"), g("PREFETCH", "trigger")):
+            if pd.victim_valid:
+                self._cold_push(q, pd.victim)
+            if pd.inserted:
+                self._tier(tier_command(self.n_kv_heads, layer, head, pd.position, 0, 0, pd))
 
     def _tier(self, cmd: TM.Command):
         """One command to the tier mover (granted at once, dirty_from_host = 0), its counters into TIER_*."""
