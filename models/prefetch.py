@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cxlkv.errors import CxlkvError
+
 TRIGGER_MISS = 0     #: prefetch on demand misses only (the register's reset value)
 TRIGGER_READ = 1     #: prefetch on every read (the policy simulator's ema+prefetch and hw)
 
@@ -32,6 +34,16 @@ TRIGGER_READ = 1     #: prefetch on every read (the policy simulator's ema+prefe
 WINDOW_BITS = 8
 RATE_ISSUES_BITS = 8
 RATE_PERIOD_BITS = 16
+
+
+def pop_trigger(params: dict, error=CxlkvError) -> int:
+    """The ``prefetch_trigger_all`` entry of ``params`` (``policy replay`` and ``ctl replay`` take it
+    beside the policy parameters), popped: 1 (default) every read starts a window, 0 demand misses
+    only; anything else raises ``error``."""
+    value = params.pop("prefetch_trigger_all", TRIGGER_READ)
+    if isinstance(value, bool) or value not in (TRIGGER_MISS, TRIGGER_READ):
+        raise error(f"prefetch_trigger_all must be 0 (demand misses) or 1 (every read), got {value!r}")
+    return value
 
 
 def triggers(is_read, hit, trigger_all, window) -> bool:

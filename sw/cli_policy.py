@@ -105,17 +105,6 @@ def _params_for(policy, overrides):
     return out
 
 
-def _prefetch_trigger(overrides):
-    """``prefetch_trigger_all`` (popped from the --param overrides; not a policy parameter, the
-    same name as ``ctl replay``'s): 1 (default) prefetch on every read, 0 on demand misses only."""
-    from cxlkv.errors import CxlkvError
-    from cxlkv.models import prefetch as PF
-    value = overrides.pop("prefetch_trigger_all", PF.TRIGGER_READ)
-    if value not in (PF.TRIGGER_MISS, PF.TRIGGER_READ):
-        raise CxlkvError(f"prefetch_trigger_all must be 0 (demand misses) or 1 (every read), got {value}")
-    return value
-
-
 def run(args):
     if args.policy_cmd == "replay":
         return _replay(args)
@@ -126,9 +115,10 @@ def _replay(args):
     import json
 
     from cxlkv.models import policy as P
+    from cxlkv.models import prefetch as PF
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
-    trigger = _prefetch_trigger(overrides)
+    trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)

@@ -271,13 +271,12 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     import numpy as np
 
     from cxlkv.models import policy as P
+    from cxlkv.models import prefetch as PF
     from cxlkv.models import scoring as S
     from cxlkv.models.controller import buckets_needed, hw_registers
     from cxlkv.sw.transport import FLAG_ERROR, FLAG_HIT, event_records
     overrides = dict(overrides)
-    trigger_all = overrides.pop("prefetch_trigger_all", 1)
-    if trigger_all not in (0, 1) or isinstance(trigger_all, bool):
-        raise ConfigError(f"prefetch_trigger_all must be 0 (demand misses) or 1 (every read), got {trigger_all!r}")
+    trigger_all = PF.pop_trigger(overrides, ConfigError)
     params = P.make_params("hw", **overrides)
     pf_window = regmap.BY_NAME["PREFETCH"].field("window")
     if params.window > pf_window.range_max:
