@@ -25,13 +25,28 @@ One command (the tracker's decision, with the resident slot it concerns):
 * a command inconsistent with the frame table or out of range is *bad*: no traffic, no state
   change, ``bad`` in its done record, counted in ``bad_commands`` (:func:`check_command`).
 
+Host line operations (``host_ops``; docs/tiermover.md "Host line operations"): a command with
+``host`` = 1 also carries one host access to line ``line`` of its entry, a read (``write`` = 0) or
+a write (``write`` = 1, data ``wdata``). It is applied *after* the command's own moves (writeback,
+then fill):
+
+* the entry is resident after the command (a hit, or inserted): the DRAM line
+  ``dram_addr(queue, slot, line)``; a write makes the frame dirty;
+* otherwise (a bypass): the flash line ``flash_addr(queue, position, line)`` (``host_bypasses``);
+* a bad command (a ``line`` >= ``lines_per_entry`` makes it bad too): no access; a write's data
+  is dropped (``host_wdata_dropped``).
+
+Each host op answers one response {data, write, resident, bad}: a read's data, 0 for a write
+(a completion) and for a bad command. The write-miss rule is unchanged (no fill on a write miss).
+
 The model keeps the frame table {valid, dirty, position} and the data of both tiers; the host's
-writes (after a write command is done, or with a ``dirty_from_host`` grant) are applied through
-the same calls, so the data the RTL moves can be predicted line by line.
+writes (its host ops; without ``host_ops`` the writes after a write command is done; or with a
+``dirty_from_host`` grant) are applied through the same calls, so the data the RTL moves can be
+predicted line by line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cxlkv.errors import CxlkvError
 
@@ -41,12 +56,20 @@ COUNTERS = ("commands", "hits", "fills", "writebacks", "clean_drops", "bypasses"
 #: counters only the RTL can know (cycles, protocol violations of the grant and response streams)
 COUNTERS_RTL = ("stall_cycles", "mem_wait_cycles", "grant_unexpected", "grant_mismatch", "resp_unexpected")
 
+#: counters of the host line operations (only with ``host_ops``; the model predicts these): ops served
+#: (reads, writes), ops served from flash (bypass), write data of bad commands dropped
+COUNTERS_HOST = ("host_reads", "host_writes", "host_bypasses", "host_wdata_dropped")
+
 #: bits of ``err_status`` (sticky)
 ERR_GRANT_UNEXPECTED, ERR_GRANT_MISMATCH, ERR_RESP_UNEXPECTED = 1, 2, 4
 
 
 class TierMoverConfigError(CxlkvError, ValueError):
     """A tier-mover geometry that cannot be built."""
+
+
+class TierMoverUsageError(CxlkvError, ValueError):
+    """A model call that cannot be a command of the RTL (a host op without ``host_ops``, missing data)."""
 
 
 def bits(n: int) -> int:
@@ -87,6 +110,8 @@ class TierMoverConfig:
     @property
     def flash_lines(self): return self.n_queues * self.n_positions * self.lines_per_entry
     @property
+    def line_idx_bits(self): return bits(self.lines_per_entry)
+    @property
     def dram_addr_bits(self): return bits(self.dram_lines)
     @property
     def flash_addr_bits(self): return bits(self.flash_lines)
@@ -111,10 +136,13 @@ class Command:
     victim_valid: int = 0
     victim: int = 0
     write: int = 0
+    host: int = 0        # host_ops only: the command carries one host line op (direction: ``write``)
+    line: int = 0        # ... on this line of the entry
 
     def as_dict(self):
         return dict(queue=self.queue, position=self.position, slot=self.slot, hit=self.hit,
-                    inserted=self.inserted, victim_valid=self.victim_valid, victim=self.victim, write=self.write)
+                    inserted=self.inserted, victim_valid=self.victim_valid, victim=self.victim, write=self.write,
+                    host=self.host, line=self.line)
 
 
 @dataclass
@@ -126,6 +154,9 @@ class Result:
     flash_writes: list = field(default_factory=list)   # [(addr, data)]    writeback: to the victim's entry
     flash_reads: list = field(default_factory=list)    # [addr]            fill: the new position's entry
     dram_writes: list = field(default_factory=list)    # [(addr, data)]    fill: into the frame
+    host_rsp: dict | None = None                       # host op: {data, write, resident, bad}
+    host_access: tuple | None = None                   # host op's memory access: (port, write, addr, data)
+                                                       # port "dram" or "flash"; data 0 for a read
 
 
 @dataclass
@@ -143,6 +174,8 @@ def check_command(cfg: TierMoverConfig, frame: Frame | None, c: Command) -> str 
         return f"slot {c.slot} out of range"
     if not 0 <= c.position < cfg.n_positions or not 0 <= c.victim < cfg.n_positions:
         return "position out of range"
+    if c.host and not 0 <= c.line < cfg.lines_per_entry:
+        return f"host line {c.line} out of range"
     if c.hit:
         if c.inserted or c.victim_valid:
             return "hit with inserted or victim_valid"
@@ -163,14 +196,17 @@ def check_command(cfg: TierMoverConfig, frame: Frame | None, c: Command) -> str 
 
 
 class TierMoverModel:
-    """Transaction-level model. ``flash``/``dram``: {line address: data}; missing lines read 0."""
+    """Transaction-level model. ``flash``/``dram``: {line address: data}; missing lines read 0.
+    ``host_ops``: commands may carry host line ops (and the counters include COUNTERS_HOST)."""
 
-    def __init__(self, cfg: TierMoverConfig, flash: dict | None = None, dram: dict | None = None):
+    def __init__(self, cfg: TierMoverConfig, flash: dict | None = None, dram: dict | None = None,
+                 host_ops: bool = False):
         self.cfg = cfg
+        self.host_ops = bool(host_ops)
         self.frames = [Frame() for _ in range(cfg.n_frames)]
         self.flash = dict(flash or {})
         self.dram = dict(dram or {})
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters = dict.fromkeys(COUNTERS + (COUNTERS_HOST if self.host_ops else ()), 0)
 
     def _done(self, c: Command, **bits_):
         d = dict(queue=c.queue, position=c.position, slot=c.slot, write=c.write, hit=0, fill=0,
@@ -202,9 +238,63 @@ class TierMoverModel:
             dst[dst_base + i] = v
             writes.append((dst_base + i, v))
 
-    def command(self, c: Command, grant_dirty: bool = False, grant_lines: dict | None = None) -> Result:
+    def command(self, c: Command, grant_dirty: bool = False, grant_lines: dict | None = None, *,
+                host: int | None = None, line: int | None = None, wdata: int | None = None) -> Result:
         """Apply one command. ``grant_dirty``/``grant_lines``: the evict grant's ``dirty_from_host``
-        and the lines the host wrote back into the frame before granting (only for an eviction)."""
+        and the lines the host wrote back into the frame before granting (only for an eviction).
+        ``host``/``line`` (override ``c.host``/``c.line``) and ``wdata`` (the host write's data, also
+        for a bad command, whose data is dropped): the command's host line op (``host_ops`` only)."""
+        if host is not None or line is not None:
+            c = replace(c, host=c.host if host is None else int(bool(host)), line=c.line if line is None else line)
+        if c.host:
+            self._check_host_args(c, wdata)
+        res = self._command(c, grant_dirty, grant_lines)
+        if c.host:
+            self._host_op(c, res, wdata)
+        return res
+
+    def _check_host_args(self, c: Command, wdata):
+        if not self.host_ops:
+            raise TierMoverUsageError("tier mover: a host line op needs a model built with host_ops=True")
+        if c.write:
+            if wdata is None:
+                raise TierMoverUsageError("tier mover: a host write needs wdata (its data is taken even when "
+                                          "the command is bad)")
+            if not isinstance(wdata, int) or not 0 <= wdata < (1 << self.cfg.line_bits):
+                raise TierMoverUsageError(f"tier mover: wdata {wdata!r} does not fit {self.cfg.line_bits} bits")
+        elif wdata is not None:
+            raise TierMoverUsageError("tier mover: wdata given for a host read")
+
+    def _host_op(self, c: Command, res: Result, wdata):
+        """The host op of command ``c``, after its moves (``res`` holds them)."""
+        cfg, ctr = self.cfg, self.counters
+        d = res.done
+        rsp = dict(data=0, write=int(bool(c.write)), resident=0, bad=0)
+        if d["bad"]:
+            rsp["bad"] = 1
+            if c.write:
+                ctr["host_wdata_dropped"] += 1
+            res.host_rsp = rsp
+            return
+        if d["bypass"]:
+            port, mem, addr = "flash", self.flash, cfg.flash_addr(c.queue, c.position, c.line)
+            ctr["host_bypasses"] += 1
+        else:
+            port, mem, addr = "dram", self.dram, cfg.dram_addr(c.queue, c.slot, c.line)
+            rsp["resident"] = 1
+        if c.write:
+            mem[addr] = wdata
+            ctr["host_writes"] += 1
+            if rsp["resident"]:
+                self.frames[cfg.frame(c.queue, c.slot)].dirty = True
+            res.host_access = (port, 1, addr, wdata)
+        else:
+            rsp["data"] = mem.get(addr, 0)
+            ctr["host_reads"] += 1
+            res.host_access = (port, 0, addr, 0)
+        res.host_rsp = rsp
+
+    def _command(self, c: Command, grant_dirty: bool, grant_lines: dict | None) -> Result:
         cfg, ctr = self.cfg, self.counters
         ctr["commands"] += 1
         in_range = 0 <= c.queue < cfg.n_queues and 0 <= c.slot < cfg.frames_per_queue

@@ -189,3 +189,176 @@ def test_model_data_equals_what_the_host_last_wrote(seed):
                 got = [m.flash.get(cfg.flash_addr(qq, p, i), 0) for i in range(L)]
             assert got == vals, (qq, p)
     assert m.counters["writebacks"] > 0 and m.counters["clean_drops"] > 0
+
+
+# ---- host line operations (host_ops)
+
+def fresh_host(cfg=CFG):
+    flash = {a: 0x1000 + a for a in range(cfg.flash_lines)}
+    return M.TierMoverModel(cfg, flash=flash, host_ops=True)
+
+
+def test_host_counters_only_with_host_ops():
+    assert set(fresh().counters) == set(M.COUNTERS)
+    assert set(fresh_host().counters) == set(M.COUNTERS + M.COUNTERS_HOST)
+
+
+def test_host_read_after_the_fill_of_the_same_command():
+    """Hazard (a) at model level: the host op comes after the command's fill, so it reads the filled line."""
+    m = fresh_host()
+    r = m.command(C(1, 5, 0, inserted=1, host=1, line=2))
+    assert r.done["fill"] == 1
+    assert r.host_rsp == dict(data=0x1000 + CFG.flash_addr(1, 5, 2), write=0, resident=1, bad=0)
+    assert r.host_access == ("dram", 0, CFG.dram_addr(1, 0, 2), 0)
+    assert not m.frames[CFG.frame(1, 0)].dirty
+    assert m.counters["host_reads"] == 1 and m.counters["host_bypasses"] == 0
+
+
+def test_host_write_hit_makes_the_frame_dirty_and_is_written_back():
+    """Hazard (b) at model level: a later eviction of the frame reads the host's data."""
+    m = fresh_host()
+    m.command(C(0, 3, 1, inserted=1))
+    r = m.command(C(0, 3, 1, hit=1, write=1, host=1, line=1), wdata=0xBEEF)
+    assert r.host_rsp == dict(data=0, write=1, resident=1, bad=0)
+    assert r.host_access == ("dram", 1, CFG.dram_addr(0, 1, 1), 0xBEEF)
+    assert m.frames[CFG.frame(0, 1)].dirty
+    r = m.command(C(0, 3, 1, hit=1), host=1, line=1)                     # keyword form of the host op
+    assert r.host_rsp["data"] == 0xBEEF
+    r = m.command(C(0, 4, 1, inserted=1, victim_valid=1, victim=3, host=1, line=1))
+    assert r.done["writeback"] == 1 and r.flash_writes[1] == (CFG.flash_addr(0, 3, 1), 0xBEEF)
+    assert r.host_rsp["data"] == 0x1000 + CFG.flash_addr(0, 4, 1)       # after the fill: the new entry
+    assert m.counters["host_writes"] == 1 and m.counters["host_reads"] == 2
+
+
+def test_host_write_on_a_read_insert_makes_the_frame_dirty():
+    m = fresh_host()
+    m.command(C(0, 3, 0, inserted=1, host=1, line=0, write=0))
+    assert not m.frames[CFG.frame(0, 0)].dirty
+    m2 = fresh_host()
+    r = m2.command(C(0, 3, 0, inserted=1, write=1, host=1, line=0), wdata=7)
+    assert r.done["fill"] == 0 and r.host_access == ("dram", 1, CFG.dram_addr(0, 0, 0), 7)    # write-miss rule
+    assert m2.frames[CFG.frame(0, 0)].dirty
+
+
+def test_bypass_ops_go_to_flash_in_order_with_moves():
+    """Hazards (c) and (d) at model level: a bypass read of p after p's writeback reads the written-back
+    data; a bypass write of p before p's fill is what the fill brings into the frame."""
+    m = fresh_host()
+    m.command(C(0, 2, 0, inserted=1, write=1, host=1, line=0), wdata=0x1111)
+    m.command(C(0, 9, 0, inserted=1, victim_valid=1, victim=2))            # 2 written back
+    r = m.command(C(0, 2, 1, host=1, line=0))                              # bypass read of 2
+    assert r.done["bypass"] == 1
+    assert r.host_rsp == dict(data=0x1111, write=0, resident=0, bad=0)
+    assert r.host_access == ("flash", 0, CFG.flash_addr(0, 2, 0), 0)
+    r = m.command(C(0, 2, 1, write=1, host=1, line=2), wdata=0x2222)       # bypass write of 2
+    assert r.host_access == ("flash", 1, CFG.flash_addr(0, 2, 2), 0x2222) and r.host_rsp["resident"] == 0
+    assert not m.frames[CFG.frame(0, 1)].valid                             # a bypass changes no frame
+    r = m.command(C(0, 2, 1, inserted=1))                                  # fill of 2
+    # line 1: what the write miss left in the frame (never written: 0) went back to flash with 2
+    assert [v for _, v in r.dram_writes] == [0x1111, 0, 0x2222]
+    assert m.counters["host_bypasses"] == 2 and m.counters["host_writes"] == 2 and m.counters["host_reads"] == 1
+
+
+def test_bad_command_host_op_has_no_access_and_drops_the_data():
+    m = fresh_host()
+    m.command(C(0, 5, 0, inserted=1))
+    before = (dict(m.dram), dict(m.flash), [(f.valid, f.dirty, f.position) for f in m.frames])
+    r = m.command(C(0, 6, 0, hit=1, write=1, host=1, line=0), wdata=0x3333)
+    assert r.done["bad"] == 1 and r.host_access is None
+    assert r.host_rsp == dict(data=0, write=1, resident=0, bad=1)
+    r = m.command(C(0, 5, 0, hit=1, host=1, line=3))                       # line 3 of 3: bad
+    assert r.done["bad"] == 1 and r.host_rsp == dict(data=0, write=0, resident=0, bad=1)
+    assert "host line 3" in M.check_command(CFG, m.frames[0], C(0, 5, 0, hit=1, host=1, line=3))
+    assert M.check_command(CFG, m.frames[0], C(0, 5, 0, hit=1, line=3)) is None       # no host op: line unused
+    assert (dict(m.dram), dict(m.flash), [(f.valid, f.dirty, f.position) for f in m.frames]) == before
+    assert m.counters["host_wdata_dropped"] == 1 and m.counters["bad_commands"] == 2
+    assert m.counters["host_reads"] == m.counters["host_writes"] == 0
+
+
+def test_commands_without_host_op_are_unchanged_with_host_ops():
+    a, b = fresh(), fresh_host()
+    for c in (C(0, 1, 0, inserted=1), C(0, 2, 1, inserted=1, write=1), C(0, 1, 0, hit=1, write=1),
+              C(0, 3, 0, inserted=1, victim_valid=1, victim=1), C(0, 4, 1, inserted=1, victim_valid=1, victim=2),
+              C(0, 7, 0)):
+        ra, rb = a.command(c), b.command(c)
+        assert ra == rb and rb.host_rsp is None
+    assert {k: b.counters[k] for k in M.COUNTERS} == a.counters
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda m: m.command(C(0, 1, 0, inserted=1, host=1)), "host_ops=True"),
+    (lambda m: m.command(C(0, 1, 0, inserted=1), host=1), "host_ops=True"),
+])
+def test_host_op_without_host_ops_is_a_clear_error(call, match):
+    with pytest.raises(CxlkvError, match=match):
+        call(fresh())
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(write=1), "needs wdata"),
+    (dict(write=1, wdata=1 << 16), "does not fit"),
+    (dict(write=1, wdata=-1), "does not fit"),
+    (dict(write=0, wdata=5), "host read"),
+])
+def test_host_op_argument_errors(kw, match):
+    m = fresh_host()
+    wdata = kw.pop("wdata", None)
+    with pytest.raises(CxlkvError, match=match):
+        m.command(C(0, 1, 0, inserted=1, host=1, **kw), wdata=wdata)
+    assert m.counters["commands"] == 0                     # refused before anything changed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_host_ops_read_what_was_last_written(seed):
+    """Reference check with host ops on every command: each read answers the position's newest line (the
+    initial flash content, then the last host write, through every writeback, fill and bypass), and each
+    response says resident exactly when the position is resident after the command."""
+    rng = random.Random(100 + seed)
+    cfg = M.TierMoverConfig(n_queues=2, n_positions=8, frames_per_queue=3, lines_per_entry=2, line_bits=16)
+    m = fresh_host(cfg)
+    L = cfg.lines_per_entry
+    logical = {(q, p): [m.flash[cfg.flash_addr(q, p, i)] for i in range(L)]
+               for q in range(cfg.n_queues) for p in range(cfg.n_positions)}
+    where = {}
+    kinds = set()
+    for _ in range(3000):
+        q = rng.randrange(cfg.n_queues)
+        slots = {s: p for (qq, p), s in where.items() if qq == q}
+        write = int(rng.random() < 0.4)
+        line = rng.randrange(L)
+        x = rng.random()
+        if x < 0.15:
+            p = rng.randrange(cfg.n_positions)
+            if (q, p) in where:
+                continue
+            cmd = C(q, p, 0, write=write, host=1, line=line)
+        elif slots and x < 0.55:
+            s = rng.choice(sorted(slots))
+            cmd = C(q, slots[s], s, hit=1, write=write, host=1, line=line)
+        else:
+            p = rng.choice([y for y in range(cfg.n_positions) if (q, y) not in where])
+            free = [s for s in range(cfg.frames_per_queue) if s not in slots]
+            if free:
+                cmd = C(q, p, free[0], inserted=1, write=write, host=1, line=line)
+            else:
+                s = rng.randrange(cfg.frames_per_queue)
+                cmd = C(q, p, s, inserted=1, victim_valid=1, victim=slots[s], write=write, host=1, line=line)
+                del where[(q, slots[s])]
+            where[(q, p)] = cmd.slot
+        wdata = rng.getrandbits(16) if write else None
+        if write and cmd.inserted:                       # a write miss: the host writes the whole entry
+            for i in range(L):
+                if i != line:
+                    logical[(q, cmd.position)][i] = rng.getrandbits(16)
+        r = m.command(cmd, wdata=wdata)
+        if write and cmd.inserted:
+            m.host_write(q, cmd.slot, {i: v for i, v in enumerate(logical[(q, cmd.position)]) if i != line})
+        assert not r.done["bad"]
+        assert r.host_rsp["resident"] == int((q, cmd.position) in where)
+        kinds.add((r.done["bypass"], r.done["hit"], r.done["writeback"], write))
+        if write:
+            logical[(q, cmd.position)][line] = wdata
+            assert r.host_rsp["data"] == 0
+        else:
+            assert r.host_rsp["data"] == logical[(q, cmd.position)][line]
+    assert m.counters["host_bypasses"] > 0 and m.counters["writebacks"] > 0 and len(kinds) >= 8
