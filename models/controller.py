@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from cxlkv.models import hdm as MH
 from cxlkv.models import phase as PH
 from cxlkv.models import policy as P
+from cxlkv.models import quant as Q
 from cxlkv.models import regmap
 from cxlkv.models import scoring as S
 from cxlkv.models import tiermover as TM
@@ -100,6 +101,8 @@ COLDLIST_COUNT_BITS = 16
 TIER_CHOICES = ("model", "external", "none")
 #: the tier memories' entry geometry in the top (small, so the harness stays fast)
 TIER_DEFAULTS = {"tier_lines": 2, "tier_line_bits": 32, "tier_depth": 8}
+#: lines per entry with the host data path (the HDM decode's default entry: 512 B)
+HOST_DATA_LINES = 8
 #: counter register <- the tier mover's counter (models/tiermover.py COUNTERS); each steps by at most one per cycle
 TIER_COUNTERS = {
     "TIER_COMMANDS": "commands", "TIER_HITS": "hits", "TIER_FILLS": "fills", "TIER_WRITEBACKS": "writebacks",
@@ -125,6 +128,30 @@ def check_tier_geometry(tier_lines, tier_line_bits, tier_depth):
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if isinstance(tier_depth, bool) or not isinstance(tier_depth, int) or tier_depth < 2 or tier_depth & (tier_depth - 1):
         raise ValueError(f"tier_depth must be a power of two >= 2, got {tier_depth!r}")
+
+
+def check_host_data(host_data, tiers: str) -> bool:
+    """``host_data``: the host line data path (HDM routes -> tracker events and lookups -> the tier
+    mover's host line operations, through the quantizer); it needs the tier mover."""
+    if host_data not in (False, True):              # 0 and 1 too
+        raise ValueError(f"host_data must be True or False, got {host_data!r}")
+    if host_data and tiers == "none":
+        raise ValueError("host_data needs the tier mover (tiers 'model' or 'external', with a tracker)")
+    return bool(host_data)
+
+
+def tier_entry(host_data: bool, tier_lines=None, tier_line_bits=None) -> tuple:
+    """The tier memories' (lines per entry, bits per line). Without the host data path the small
+    TIER_DEFAULTS (the mover moves whatever the memories hold); with it a line is a quantizer record
+    (``RECORD_BITS``) and an entry has HOST_DATA_LINES lines (HDM_LAYOUT's default 512 B entry)."""
+    if tier_lines is None:
+        tier_lines = HOST_DATA_LINES if host_data else TIER_DEFAULTS["tier_lines"]
+    if tier_line_bits is None:
+        tier_line_bits = Q.RECORD_BITS if host_data else TIER_DEFAULTS["tier_line_bits"]
+    elif host_data and tier_line_bits != Q.RECORD_BITS:
+        raise ValueError(f"with host_data a tier line is a quantizer record: tier_line_bits must be "
+                         f"{Q.RECORD_BITS} (or left out), got {tier_line_bits!r}")
+    return tier_lines, tier_line_bits
 
 
 def tier_command(n_kv_heads: int, layer: int, head: int, position: int, write: int, error: int,
@@ -200,9 +227,9 @@ def tracker_placement(choice: str, n_queues: int, n_positions: int) -> str:
 
 class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
-                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
+                 tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
+                 prefetch=True, host_data=False):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
@@ -210,6 +237,8 @@ class ControllerModel:
         self.max_budget = max_slots(self.n_positions, max_budget)
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.tiers = tier_placement(tiers, self.tracker_placement)
+        self.host_data = check_host_data(host_data, self.tiers)
+        tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
         check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
         self.tier_cfg = TM.TierMoverConfig(self.n_queues, self.n_positions, self.max_budget, tier_lines,
                                            tier_line_bits) if self.tiers != "none" else None
@@ -229,6 +258,7 @@ class ControllerModel:
         self.phase = PH.PhaseDetector() if self.has_tracker else None
         self.regs.set_hw("CAPS", "hdm", int(self.has_tracker))
         self.regs.set_hw("CAPS", "tiermover", int(self.tiers != "none"))
+        self.regs.set_hw("CAPS", "quant", int(self.host_data))
         if prefetch not in (False, True):             # 0 and 1 too
             raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
         self.has_prefetch = bool(prefetch) and self.has_tracker
@@ -239,6 +269,8 @@ class ControllerModel:
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
         self.regs.set_hw("HW_RING", "slots_log2", self.max_budget.bit_length() - 1)
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
+        self._host = None                       # the host line op of the access being served (lines)
+        self._host_rsp = None
         self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS",
                                      *PREFETCH_SOURCES, *PREFETCH_ENGINE_COUNTERS), 0)
         self._publish()
@@ -281,7 +313,7 @@ class ControllerModel:
                                           max_budget=self.max_budget)
             self.newest = [0] * self.n_queues
             if self.tier_cfg is not None:
-                self.tiermover = TM.TierMoverModel(self.tier_cfg)
+                self.tiermover = TM.TierMoverModel(self.tier_cfg, host_ops=self.host_data)
         self._phase_tick(0, 0)                  # idle clocks: an override write takes effect
         self._publish()
         return resp
@@ -403,6 +435,56 @@ class ControllerModel:
                     decisions.append(self._event(ev.layer, ev.head, ev.position, ev.write, ev.sample, ev.step))
         return routes, decisions
 
+    def lines(self, items) -> tuple[list, list, list] | None:
+        """The host data path (``host_data``): feed the HDM decode, in order, ("hint", Hint) and
+        ("access", Access, data) items, ``data`` a write's FP16 line as an int (lane i at bit 16 i;
+        ignored for reads). Each access in the window is served where its entry is at its point of
+        the stream: line 0 is a tracker event whose decision is the tier command, lines 1 ... are
+        tracker lookups (``hit`` = resident) whose answer is a command that moves nothing; the
+        command carries the access as the mover's host line operation, a write quantized into the
+        queue's format (FMT table) and a read dequantized back. Returns None when events are not
+        accepted, else (routes, decisions, responses): as :meth:`accesses`, and one response per
+        access {tag, write, status, resident, bad, data}: ``status`` the route's; a line beyond the
+        mover's entry (HDM_LAYOUT wider than ``tier_lines``) is answered ``bad`` without an operation."""
+        if not self.host_data:
+            raise ValueError("this controller has no host data path (host_data=False)")
+        if self.tracker is None or self.ring_error:
+            return None
+        self.hdm.configure(self._hdm_config())
+        routes, decisions, responses = [], [], []
+        with self._counting():
+            for item in items:
+                if item[0] == "hint":
+                    self.hdm.hint(item[1])
+                    continue
+                _, acc, data = item
+                route, ev = self.hdm.access(acc)
+                routes.append(route)
+                rsp = dict(tag=route.tag, write=route.write, status=route.status, resident=0, bad=0, data=0)
+                responses.append(rsp)
+                if route.status != MH.OK:
+                    continue
+                if route.line >= self.tier_cfg.lines_per_entry:
+                    rsp["bad"] = 1
+                    continue
+                wdata = None
+                if route.write:
+                    fmt = self.formats.formats[route.queue]
+                    wdata = Q.record_words(Q.quantize_records(Q.line_bits(data or 0)[None, :], fmt))[0]
+                self._host = (route.line, wdata)
+                if ev is not None:
+                    decisions.append(self._event(ev.layer, ev.head, ev.position, ev.write, ev.sample, ev.step))
+                else:
+                    d = self.tracker.lookup(route.queue, route.position)
+                    self._tier(tier_command(self.n_kv_heads, route.layer, route.head, route.position,
+                                            route.write, 0, d))
+                hr = self._host_rsp
+                rsp.update(resident=hr["resident"], bad=hr["bad"])
+                if not route.write and not hr["bad"]:
+                    out, bad = Q.dequantize_records(Q.word_records([hr["data"]]))
+                    rsp.update(data=Q.bits_line(out[0]), bad=int(bad[0]))
+        return routes, decisions, responses
+
     @contextmanager
     def _counting(self):
         tm, hdm = self.tracker, self.hdm
@@ -456,6 +538,12 @@ class ControllerModel:
         if self.tiermover is None:
             return
         before = dict(self.tiermover.counters)
-        self.tiermover.command(cmd)
+        host, self._host = self._host, None     # the access's host line op rides on its own command only
+        if host is None:
+            self.tiermover.command(cmd)
+        else:
+            line, wdata = host
+            res = self.tiermover.command(cmd, host=1, line=line, wdata=wdata)
+            self._host_rsp = res.host_rsp
         for reg, name in TIER_COUNTERS.items():
             self.counts[reg] += self.tiermover.counters[name] - before[name]

@@ -341,6 +341,39 @@ def unpack_data(words, fmt, raw=False):
     return out
 
 
+#: bits of a stored record without its tag: fmt 2, raw 1, scale 16, min 16, data 512 (hdl/quant.py
+#: ``record_layout``, fields LSB first); what the tier memories hold per line with the host data path
+RECORD_BITS = 2 + 1 + 16 + 16 + 16 * LANES
+
+
+def record_words(rec: Records) -> list:
+    """Each record packed as one int, the RTL's ``record_layout`` without the tag (LSB first)."""
+    data = pack_data(rec.codes, rec.fmt, rec.raw)
+    return [int(f) | int(r) << 2 | int(s) << 3 | int(mn) << 19 | d << 35
+            for f, r, s, mn, d in zip(rec.fmt, rec.raw, rec.scale, rec.min, data)]
+
+
+def word_records(words) -> Records:
+    """Inverse of :func:`record_words` (any ``RECORD_BITS``-bit words: the read path takes what memory holds)."""
+    words = [int(w) for w in words]
+    fmt = np.array([w & 3 for w in words], dtype=np.int64)
+    raw = np.array([(w >> 2) & 1 for w in words], dtype=bool)
+    scale = np.array([(w >> 3) & 0xFFFF for w in words], dtype=np.uint16)
+    mins = np.array([(w >> 19) & 0xFFFF for w in words], dtype=np.uint16)
+    codes = unpack_data([w >> 35 for w in words], fmt, raw) if words else np.zeros((0, LANES), np.int64)
+    return Records(fmt, raw, scale, mins, codes)
+
+
+def line_bits(word: int):
+    """A 512-bit line (lane i at bit 16 i) as (32,) FP16 bits."""
+    return np.frombuffer(int(word).to_bytes(LINE_BYTES, "little"), dtype="<u2").astype(np.uint16)
+
+
+def bits_line(bits) -> int:
+    """Inverse of :func:`line_bits`."""
+    return int.from_bytes(np.asarray(bits, dtype=np.int64).astype("<u2").tobytes(), "little")
+
+
 # --------------------------------------------------------------------------- the contract's API
 
 def quantize_line(x, fmt) -> bytes:
