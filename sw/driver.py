@@ -263,6 +263,19 @@ class Device:
             raise ConfigError(f"via must be 'events' or 'hdm', got {via!r}")
         return await _replay(self, trace, entries, overrides, via)
 
+    async def lines(self, records, data):
+        """The host data path (CAPS.quant = 1: the quantizer in the top behind the tier mover): HDM items
+        (transport.ACCESS_DTYPE records, as ``accesses``) in order, each with its row of ``data``, an
+        (n, 32) uint16 array of FP16 lines (a write's line; rows of hints and reads are ignored).
+        Returns (decisions, routes, responses): DECISION_DTYPE per event, ROUTE_DTYPE per access, and
+        LINE_RSP_DTYPE per access (tag, flags = write | status << 1 | resident << 3 | bad << 4, a read's
+        FP16 line). Writes are stored in their queue's format (``set_format``); reads come back FP16."""
+        caps = await self.read_fields("CAPS")
+        if not caps["quant"]:
+            raise DeviceError("this device has no host data path (CAPS.quant = 0): it cannot take line data "
+                              "(a sim or model build needs host_data=True)")
+        return await self.t.lines(records, data)
+
     async def close(self):
         await self.t.close()
 

@@ -50,6 +50,13 @@ ACCESS_DTYPE = [("kind", "u1"), ("flag", "u1"), ("layer", "<u2"), ("head", "<u2"
 #: one route record per access: position, queue, flags (status[1:0], event 4, hinted 8, write 16), line
 ROUTE_DTYPE = [("position", "<u4"), ("queue", "<u2"), ("flags", "u1"), ("line", "u1")]
 ROUTE_EVENT, ROUTE_HINTED, ROUTE_WRITE = 4, 8, 16
+#: lanes of one 64-byte host line (FP16)
+LINE_LANES = 32
+#: one response per access of :meth:`Transport.lines` (the harness's LINE_RSP_RECORD and its line):
+#: tag, flags (RSP_WRITE, the route status in RSP_STATUS_MASK, RSP_RESIDENT, RSP_BAD), the FP16 line
+#: (a read's; 0 for writes and errors)
+LINE_RSP_DTYPE = [("tag", "<u2"), ("flags", "u1"), ("pad", "u1"), ("data", "<u2", (LINE_LANES,))]
+RSP_WRITE, RSP_STATUS_SHIFT, RSP_STATUS_MASK, RSP_RESIDENT, RSP_BAD = 1, 1, 6, 8, 16
 
 
 def event_records(trace):
@@ -93,6 +100,33 @@ class EventPortError(TransportError):
     """The device did not take the events (no tracker, CONTROL.enable = 0, or a record that does not fit)."""
 
 
+def line_data(records, data):
+    """``data`` checked against ``records`` for :meth:`Transport.lines`: an (n, 32) array of FP16 bits
+    (uint16), one row per record (rows of hints and reads are ignored); returned as a contiguous
+    little-endian uint16 array. Anything else raises EventPortError."""
+    import numpy as np
+    arr = np.asarray(data)
+    if arr.ndim != 2 or arr.shape != (len(records), LINE_LANES):
+        raise EventPortError(f"line data must be an array of shape ({len(records)}, {LINE_LANES}) (one FP16 line "
+                             f"per record), got shape {arr.shape}")
+    if arr.dtype.kind not in "ui" or (arr.size and (int(arr.min()) < 0 or int(arr.max()) > 0xFFFF)):
+        raise EventPortError(f"line data must be FP16 bit patterns (uint16), got {arr.dtype}"
+                             + ("" if arr.dtype.kind not in "ui" else " with values outside 0 .. 65535"))
+    return np.ascontiguousarray(arr, dtype="<u2")
+
+
+def line_int(row) -> int:
+    """One FP16 line (32 uint16 lanes) as the 512-bit integer of the ports: lane i at bits 16 i."""
+    import numpy as np
+    return int.from_bytes(np.ascontiguousarray(row, dtype="<u2").tobytes(), "little")
+
+
+def int_line(value: int):
+    """Inverse of :func:`line_int`."""
+    import numpy as np
+    return np.frombuffer(int(value).to_bytes(2 * LINE_LANES, "little"), "<u2")
+
+
 class Transport(abc.ABC):
     name = "abstract"
     #: the top's elaboration parameters, where the transport knows them (sim, model)
@@ -119,8 +153,33 @@ class Transport(abc.ABC):
         raise TransportError(f"the {self.name} transport cannot inject HDM accesses: on hardware they come "
                              "from CXL.mem traffic (use --transport sim or model)")
 
+    async def lines(self, records, data):
+        """The host data path: HDM items (ACCESS_DTYPE) in order, each with a row of ``data`` (an
+        (n, 32) uint16 array of FP16 lines aligned with ``records``; a write's line, rows of hints and
+        reads ignored); returns (decisions, routes, responses): as :meth:`accesses`, and one
+        LINE_RSP_DTYPE record per access (a read's line, the route status, resident, bad)."""
+        raise TransportError(f"host line data is not supported over the {self.name} transport: on hardware it "
+                             "comes from CXL.mem traffic (use --transport sim or model)")
+
     async def close(self) -> None:
         pass
+
+
+def _decision_records(decisions):
+    import numpy as np
+    dec = np.zeros(len(decisions), DECISION_DTYPE)
+    for i, (hit, ins, vv, nv, err, victim) in enumerate(decisions):
+        dec[i]["victim"] = victim
+        dec[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
+    return dec
+
+
+def _route_records(routes):
+    import numpy as np
+    rt = np.zeros(len(routes), ROUTE_DTYPE)
+    for i, r in enumerate(routes):
+        rt[i] = (r.position, r.queue, r.status | r.event << 2 | r.hinted << 3 | r.write << 4, r.line)
+    return rt
 
 
 class ModelTransport(Transport):
@@ -155,7 +214,7 @@ class ModelTransport(Transport):
             out[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
         return out
 
-    async def accesses(self, records):
+    def _check_access_records(self, records):
         import numpy as np
         m = self.model
         if m.hdm is None:
@@ -167,19 +226,37 @@ class ModelTransport(Transport):
                      ((records["position"] >> g.pb) != 0)))
         if bad.any():
             raise EventPortError(f"access record {int(np.flatnonzero(bad)[0])} does not fit the device's HDM ports")
-        res = m.accesses(records_to_items(records))
+
+    async def accesses(self, records):
+        self._check_access_records(records)
+        res = self.model.accesses(records_to_items(records))
         if res is None:
             raise EventPortError(f"the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
                                  f"or STATUS.ring_error)")
         routes, decisions = res
-        dec = np.zeros(len(decisions), DECISION_DTYPE)
-        for i, (hit, ins, vv, nv, err, victim) in enumerate(decisions):
-            dec[i]["victim"] = victim
-            dec[i]["flags"] = hit | ins << 1 | vv << 2 | nv << 3 | err << 4
-        rt = np.zeros(len(routes), ROUTE_DTYPE)
-        for i, r in enumerate(routes):
-            rt[i] = (r.position, r.queue, r.status | r.event << 2 | r.hinted << 3 | r.write << 4, r.line)
-        return dec, rt
+        return _decision_records(decisions), _route_records(routes)
+
+    async def lines(self, records, data):
+        import numpy as np
+        m = self.model
+        if m.hdm is None or not getattr(m, "host_data", False):
+            raise EventPortError("this build of the controller has no host data path (build it with host_data=True)")
+        self._check_access_records(records)
+        data = line_data(records, data)
+        items = []
+        for (kind, x), row in zip(records_to_items(records), data):
+            items.append((kind, x) if kind == "hint" else (kind, x, line_int(row) if x.write else None))
+        res = m.lines(items)
+        if res is None:
+            raise EventPortError(f"the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
+                                 f"or STATUS.ring_error)")
+        routes, decisions, responses = res
+        rsp = np.zeros(len(responses), LINE_RSP_DTYPE)
+        for i, r in enumerate(responses):
+            rsp[i]["tag"] = r["tag"]
+            rsp[i]["flags"] = r["write"] | r["status"] << RSP_STATUS_SHIFT | r["resident"] << 3 | r["bad"] << 4
+            rsp[i]["data"] = int_line(r["data"] or 0)
+        return _decision_records(decisions), _route_records(routes), rsp
 
     async def read32(self, addr):
         value, resp = self.model.read32(addr)
@@ -241,27 +318,39 @@ _HARNESSES: dict = {}
 class SimTransport(Transport):
     """The Verilated controller in a C++ harness (cxlkv.tb.vharness), started and stopped here.
 
-    ``params`` are the Controller's constructor arguments. The first use of a
-    configuration builds it (about half a minute); later uses reuse the build.
+    ``params`` are the Controller's constructor arguments (``host_data=True`` builds the host data
+    path, for :meth:`lines`). The first use of a configuration builds it (about half a minute; minutes
+    with the host data path); later uses reuse the build. ``top``: another component to run instead
+    of ``Controller(**params)`` (named ``top_name``), for the harness's own tests.
     """
     name = "sim"
 
-    def __init__(self, timeout_s: float = 30.0, **params):
+    def __init__(self, timeout_s: float = 30.0, *, top=None, top_name: str = "controller", **params):
         import socket
         import subprocess
         import tempfile
 
         key = tuple(sorted(params.items()))
-        if key not in _HARNESSES:            # generating the Verilog to find the cached build takes seconds
-            from cxlkv.hdl.controller import Controller
-            from cxlkv.tb.vharness import build_harness, event_ports, hdm_ports
-            top = Controller(**params)
+        given = top is not None                  # a stand-in top: built (cached on disk), not remembered here
+        if given or key not in _HARNESSES:       # generating the Verilog to find the cached build takes seconds
+            from cxlkv.tb.vharness import build_harness, event_ports, hdm_ports, host_ports
+            if not given:
+                from cxlkv.hdl.controller import Controller
+                top = Controller(**params)
+            else:
+                from amaranth.lib import wiring
+                if not isinstance(top, wiring.Component):
+                    raise TypeError(f"top must be an Amaranth component, got {top!r}")
             try:
-                _HARNESSES[key] = (build_harness(top, "controller"), event_ports(top) is not None,
-                                   hdm_ports(top) is not None)
+                built = (build_harness(top, top_name), event_ports(top) is not None, hdm_ports(top) is not None,
+                         host_ports(top) is not None)
             except RuntimeError as exc:
                 raise TransportError(f"cannot build the simulation harness: {exc}") from None
-        exe, self._has_events, self._has_hdm = _HARNESSES[key]
+            if not given:
+                _HARNESSES[key] = built
+        else:
+            built = _HARNESSES[key]
+        exe, self._has_events, self._has_hdm, self._has_lines = built
         self._dir = tempfile.TemporaryDirectory(prefix="cxlkv-sim-")
         path = f"{self._dir.name}/sock"
         self.proc = subprocess.Popen([str(exe), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -360,6 +449,39 @@ class SimTransport(Transport):
         if not decs:
             return np.zeros(0, DECISION_DTYPE), np.zeros(0, ROUTE_DTYPE)
         return np.concatenate(decs), np.concatenate(routes)
+
+    async def lines(self, records, data):
+        import numpy as np
+        from cxlkv.tb.vharness import OP_LINES, STATUS_BAD_RECORD, STATUS_STALLED
+        records = np.ascontiguousarray(records, dtype=ACCESS_DTYPE)
+        if not self._has_hdm:
+            raise EventPortError("this build of the controller has no tracker (no HDM decode)")
+        if not self._has_lines:
+            raise EventPortError("this build of the controller has no host data path (no host_wdata/host_rsp "
+                                 "ports: build it with host_data=True)")
+        data = line_data(records, data)
+        rsp_dtype = np.dtype(LINE_RSP_DTYPE)           # the harness's LINE_RSP_RECORD + LINE_BYTES
+        decs, routes, rsps = [], [], []
+        for lo in range(0, len(records), EVENTS_PER_MESSAGE):
+            chunk, rows = records[lo:lo + EVENTS_PER_MESSAGE], data[lo:lo + EVENTS_PER_MESSAGE]
+            n_acc = int((chunk["kind"] == 0).sum())
+            payload = np.concatenate([chunk.view(np.uint8).reshape(len(chunk), -1),
+                                      rows.view(np.uint8).reshape(len(chunk), -1)], axis=1)
+            flags = 2 if self.throttle else 0
+            status, value = self._call_raw(OP_LINES, len(chunk), flags, payload.tobytes())
+            if status == STATUS_BAD_RECORD:
+                raise EventPortError(f"access record {lo + value} does not fit the device's HDM ports")
+            if status == STATUS_STALLED:
+                raise EventPortError(f"the device's host data path stalled after {lo + value} of {len(records)} "
+                                     "items (CONTROL.enable = 0, or STATUS.ring_error)")
+            if status:
+                raise TransportError(f"simulation harness answered status {status:#x} to a batch of lines")
+            decs.append(np.frombuffer(self._recv(8 * value), DECISION_DTYPE))
+            routes.append(np.frombuffer(self._recv(8 * n_acc), ROUTE_DTYPE))
+            rsps.append(np.frombuffer(self._recv(rsp_dtype.itemsize * n_acc), rsp_dtype))
+        if not decs:
+            return np.zeros(0, DECISION_DTYPE), np.zeros(0, ROUTE_DTYPE), np.zeros(0, LINE_RSP_DTYPE)
+        return np.concatenate(decs), np.concatenate(routes), np.concatenate(rsps)
 
     def _call_raw(self, op, a, b, payload):
         """A request whose answer's length depends on its value: (status, value); the caller reads the rest."""
