@@ -25,6 +25,19 @@ Reads are issued only when the buffer has room for the answer, so responses are 
 (``*_resp.ready`` = 1) and the two ports cannot deadlock each other. Writes are posted. Each
 port is assumed to execute requests in acceptance order (a read returns the data written by
 every write accepted before it).
+
+With ``host_ops`` a command may carry one host line op (``cmd.host``, ``cmd.line``; the
+direction is ``cmd.write``), served by an eighth pointer between the fill writer and retire:
+
+* ``h`` host stage (h <= f): after the command's own moves, a read or write of the line in the
+  DRAM frame (resident) or in flash (bypass); a write takes its data from ``host_wdata``; a read
+  is issued only when the ``host_rsp`` buffer has a slot for its answer; a bad command's op
+  answers ``bad`` without an access (its data is taken and dropped). ``done`` leaves after it.
+
+Each port then has two readers; a tag FIFO per port records who issued each outstanding read
+(responses come back in request order). Further ordering rules: the writeback reader also waits
+for every earlier job with a host op on the frame; the fill reader waits while an earlier job's
+bypass host write of the same position has not been issued (docs/tiermover.md, "Hazards").
 """
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -37,11 +50,15 @@ from cxlkv.models import tiermover as M
 class TierMoverLayouts:
     """Stream payload layouts of a configuration (:class:`cxlkv.models.tiermover.TierMoverConfig`)."""
 
-    def __init__(self, cfg: M.TierMoverConfig):
+    def __init__(self, cfg: M.TierMoverConfig, host_ops: bool = False):
         self.cfg = cfg
         qb, pb, sb = cfg.queue_bits, cfg.pos_bits, cfg.slot_bits
-        self.command = data.StructLayout({"queue": qb, "position": pb, "slot": sb, "hit": 1, "inserted": 1,
-                                          "victim_valid": 1, "victim": pb, "write": 1})
+        cmd = {"queue": qb, "position": pb, "slot": sb, "hit": 1, "inserted": 1, "victim_valid": 1, "victim": pb,
+               "write": 1}
+        if host_ops:                   # appended: the host line op of the command (direction: write)
+            cmd.update({"host": 1, "line": cfg.line_idx_bits})
+        self.command = data.StructLayout(cmd)
+        self.host_rsp = data.StructLayout({"data": cfg.line_bits, "write": 1, "resident": 1, "bad": 1})
         self.done = data.StructLayout({"queue": qb, "position": pb, "slot": sb, "write": 1, "hit": 1, "fill": 1,
                                        "writeback": 1, "clean_drop": 1, "bypass": 1, "bad": 1})
         self.evict_req = data.StructLayout({"queue": qb, "position": pb, "slot": sb})
@@ -99,11 +116,17 @@ class TierMover(wiring.Component):
 
     Parameters: ``n_queues``, ``n_positions`` (power of two), ``frames_per_queue`` (C),
     ``lines_per_entry``, ``line_bits``, ``depth`` (jobs in flight, power of two >= 2),
-    ``buf_lines`` (line buffer of each engine; default ``lines_per_entry``), ``counter_width``.
+    ``buf_lines`` (line buffer of each engine; default ``lines_per_entry``), ``counter_width``,
+    ``host_ops`` (host line operations: ``cmd.host``/``cmd.line``, ``host_wdata``, ``host_rsp``),
+    ``host_rsp_depth`` (with ``host_ops``: the response buffer, host ops answered but not yet taken,
+    a power of two >= 2).
+
+    ``max_reads``: the most reads the mover keeps outstanding on each port (a memory model behind a
+    port needs room for that many answers): ``buf_lines``, plus ``host_rsp_depth`` with ``host_ops``.
     """
 
     def __init__(self, n_queues=4, n_positions=64, frames_per_queue=4, lines_per_entry=8, line_bits=512,
-                 depth=8, buf_lines=None, counter_width=32):
+                 depth=8, buf_lines=None, counter_width=32, host_ops=False, host_rsp_depth=4):
         buf_lines = lines_per_entry if buf_lines is None else buf_lines
         try:
             self.cfg = cfg = M.TierMoverConfig(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bits)
@@ -111,11 +134,18 @@ class TierMover(wiring.Component):
                 raise M.TierMoverConfigError(f"tier mover: depth must be a power of two >= 2, got {depth}")
             if buf_lines < 1:
                 raise M.TierMoverConfigError(f"tier mover: buf_lines must be >= 1, got {buf_lines}")
+            if host_ops and (not isinstance(host_rsp_depth, int) or host_rsp_depth < 2
+                             or host_rsp_depth & (host_rsp_depth - 1)):
+                raise M.TierMoverConfigError(f"tier mover: host_rsp_depth must be a power of two >= 2, "
+                                             f"got {host_rsp_depth!r}")
         except M.TierMoverConfigError:
             self._MustUse__silence = True        # never built: no unused-elaboratable warning
             raise
         self.depth, self.buf_lines, self.counter_width = depth, buf_lines, counter_width
-        self.lay = lay = TierMoverLayouts(cfg)
+        self.host_ops = bool(host_ops)
+        self.host_rsp_depth = host_rsp_depth if self.host_ops else 0
+        self.max_reads = buf_lines + self.host_rsp_depth
+        self.lay = lay = TierMoverLayouts(cfg, self.host_ops)
         members = {
             "cmd": In(stream.Signature(lay.command)),
             "done": Out(stream.Signature(lay.done)),
@@ -130,7 +160,10 @@ class TierMover(wiring.Component):
             "clear_status": In(3),          # write-one-to-clear pulse for err_status
             "err_status": Out(3),           # sticky: grant unexpected / grant mismatch / response unexpected
         }
-        for name in M.COUNTERS + M.COUNTERS_RTL:
+        if self.host_ops:
+            members["host_wdata"] = In(stream.Signature(line_bits))     # a host write's data, in command order
+            members["host_rsp"] = Out(stream.Signature(lay.host_rsp))   # one per host op, in command order
+        for name in M.COUNTERS + M.COUNTERS_RTL + (M.COUNTERS_HOST if self.host_ops else ()):
             members[name] = Out(counter_width)
         super().__init__(members)
 
@@ -168,6 +201,10 @@ class TierMover(wiring.Component):
         j_write, j_hit, j_bypass, j_bad = ring("write", 1), ring("hit", 1), ring("bypass", 1), ring("bad", 1)
         j_evict, j_fill, j_vdirty = ring("evict", 1), ring("fill", 1), ring("vdirty", 1)
         j_wb, j_drop, j_rdone = ring("writeback", 1), ring("clean_drop", 1), ring("reads_done", 1)
+        H = self.host_ops
+        if H:
+            h = Signal(pw, name="ptr_h")                  # host stage (h <= f)
+            j_host, j_line = ring("host", 1), ring("line", cfg.line_idx_bits)
 
         def idx(p):
             return p[:ib]
@@ -213,6 +250,9 @@ class TierMover(wiring.Component):
             m.d.comb += bad.eq((c.victim == c.position) | ~fst.valid | (fst.position != c.victim))
         with m.Else():
             m.d.comb += bad.eq(fst.valid)
+        if H:
+            with m.If(c.host & (c.line >= L)):           # a host line outside the entry: the command is bad
+                m.d.comb += bad.eq(1)
         full = Signal()
         m.d.comb += [full.eq((a - r)[:pw] == D), self.cmd.ready.eq(~clearing & ~full)]
         take = Signal()
@@ -229,6 +269,8 @@ class TierMover(wiring.Component):
                 j_evict[ia].eq(~bad & ins & c.victim_valid), j_fill[ia].eq(~bad & ins & ~c.write),
                 j_vdirty[ia].eq(fst.dirty), j_wb[ia].eq(0), j_drop[ia].eq(0), j_rdone[ia].eq(0),
             ]
+            if H:
+                m.d.sync += [j_host[ia].eq(c.host), j_line[ia].eq(c.line)]
         count("commands", take)
         count("bad_commands", take & bad)
         count("hits", take & ~bad & c.hit)
@@ -262,8 +304,9 @@ class TierMover(wiring.Component):
         # ---- line buffers and port arbitration
         wbuf = _LineBuffer(m, "wbbuf", self.buf_lines, cfg.line_bits)
         fbuf = _LineBuffer(m, "fillbuf", self.buf_lines, cfg.line_bits)
-        wb_pend = Signal(range(self.buf_lines + 1))       # DRAM reads awaiting their answer
-        fl_pend = Signal(range(self.buf_lines + 1))       # flash reads awaiting their answer
+        if not self.host_ops:
+            wb_pend = Signal(range(self.buf_lines + 1))   # DRAM reads awaiting their answer
+            fl_pend = Signal(range(self.buf_lines + 1))   # flash reads awaiting their answer
 
         # requesters (valid + address); the arbiters below pick one per port
         wb_rd_v, fl_wr_v = Signal(), Signal()             # DRAM: writeback reads, fill writes
@@ -272,31 +315,67 @@ class TierMover(wiring.Component):
         fl_wr_addr = Signal(cfg.dram_addr_bits)
         wb_wr_addr = Signal(cfg.flash_addr_bits)
         fl_rd_addr = Signal(cfg.flash_addr_bits)
+        if H:
+            # the host stage's requests (driven below); a write's data comes straight from host_wdata
+            hd_v, hf_v = Signal(), Signal()
+            hd_addr = Signal(cfg.dram_addr_bits)
+            hf_addr = Signal(cfg.flash_addr_bits)
+            h_wr = Signal()
         # arbitration is held while an offered request waits, so a payload never changes under valid
-        dram_lock, dram_sel = Signal(), Signal()          # sel 1: fill write
-        flash_lock, flash_sel = Signal(), Signal()        # sel 1: writeback write
-        dsel = Mux(dram_lock, dram_sel, fl_wr_v)
-        fsel = Mux(flash_lock, flash_sel, wb_wr_v)
-        m.d.comb += [
-            self.dram_req.valid.eq(Mux(dsel, fl_wr_v, wb_rd_v)),
-            self.dram_req.payload.write.eq(dsel),
-            self.dram_req.payload.addr.eq(Mux(dsel, fl_wr_addr, wb_rd_addr)),
-            self.dram_req.payload.wdata.eq(Mux(dsel, fbuf.data, 0)),
-            self.flash_req.valid.eq(Mux(fsel, wb_wr_v, fl_rd_v)),
-            self.flash_req.payload.write.eq(fsel),
-            self.flash_req.payload.addr.eq(Mux(fsel, wb_wr_addr, fl_rd_addr)),
-            self.flash_req.payload.wdata.eq(Mux(fsel, wbuf.data, 0)),
-        ]
-        m.d.sync += [dram_lock.eq(self.dram_req.valid & ~self.dram_req.ready), dram_sel.eq(dsel),
-                     flash_lock.eq(self.flash_req.valid & ~self.flash_req.ready), flash_sel.eq(fsel)]
+        if not H:
+            dram_lock, dram_sel = Signal(), Signal()          # sel 1: fill write
+            flash_lock, flash_sel = Signal(), Signal()        # sel 1: writeback write
+            dsel = Mux(dram_lock, dram_sel, fl_wr_v)
+            fsel = Mux(flash_lock, flash_sel, wb_wr_v)
+            m.d.comb += [
+                self.dram_req.valid.eq(Mux(dsel, fl_wr_v, wb_rd_v)),
+                self.dram_req.payload.write.eq(dsel),
+                self.dram_req.payload.addr.eq(Mux(dsel, fl_wr_addr, wb_rd_addr)),
+                self.dram_req.payload.wdata.eq(Mux(dsel, fbuf.data, 0)),
+                self.flash_req.valid.eq(Mux(fsel, wb_wr_v, fl_rd_v)),
+                self.flash_req.payload.write.eq(fsel),
+                self.flash_req.payload.addr.eq(Mux(fsel, wb_wr_addr, fl_rd_addr)),
+                self.flash_req.payload.wdata.eq(Mux(fsel, wbuf.data, 0)),
+            ]
+            m.d.sync += [dram_lock.eq(self.dram_req.valid & ~self.dram_req.ready), dram_sel.eq(dsel),
+                         flash_lock.eq(self.flash_req.valid & ~self.flash_req.ready), flash_sel.eq(fsel)]
+        else:
+            # three requesters per port; priority: the buffer's writes, the host op, the engine's reads
+            # DRAM sel: 0 writeback read, 1 fill write, 2 host; flash sel: 0 fill read, 1 writeback write, 2 host
+            dram_lock, flash_lock = Signal(), Signal()
+            dram_sel, flash_sel = Signal(2), Signal(2)
+            dsel, fsel = Signal(2), Signal(2)
+            m.d.comb += [
+                dsel.eq(Mux(dram_lock, dram_sel, Mux(fl_wr_v, 1, Mux(hd_v, 2, 0)))),
+                fsel.eq(Mux(flash_lock, flash_sel, Mux(wb_wr_v, 1, Mux(hf_v, 2, 0)))),
+                self.dram_req.valid.eq(Mux(dsel == 1, fl_wr_v, Mux(dsel == 2, hd_v, wb_rd_v))),
+                self.dram_req.payload.write.eq(Mux(dsel == 2, h_wr, dsel == 1)),
+                self.dram_req.payload.addr.eq(Mux(dsel == 1, fl_wr_addr, Mux(dsel == 2, hd_addr, wb_rd_addr))),
+                self.dram_req.payload.wdata.eq(Mux(dsel == 1, fbuf.data,
+                                                   Mux((dsel == 2) & h_wr, self.host_wdata.payload, 0))),
+                self.flash_req.valid.eq(Mux(fsel == 1, wb_wr_v, Mux(fsel == 2, hf_v, fl_rd_v))),
+                self.flash_req.payload.write.eq(Mux(fsel == 2, h_wr, fsel == 1)),
+                self.flash_req.payload.addr.eq(Mux(fsel == 1, wb_wr_addr, Mux(fsel == 2, hf_addr, fl_rd_addr))),
+                self.flash_req.payload.wdata.eq(Mux(fsel == 1, wbuf.data,
+                                                    Mux((fsel == 2) & h_wr, self.host_wdata.payload, 0))),
+            ]
+            m.d.sync += [dram_lock.eq(self.dram_req.valid & ~self.dram_req.ready), dram_sel.eq(dsel),
+                         flash_lock.eq(self.flash_req.valid & ~self.flash_req.ready), flash_sel.eq(fsel)]
         dram_fire = self.dram_req.valid & self.dram_req.ready
         flash_fire = self.flash_req.valid & self.flash_req.ready
         wb_rd_go = Signal()
         fl_wr_go = Signal()
         wb_wr_go = Signal()
         fl_rd_go = Signal()
-        m.d.comb += [wb_rd_go.eq(dram_fire & ~dsel), fl_wr_go.eq(dram_fire & dsel),
-                     wb_wr_go.eq(flash_fire & fsel), fl_rd_go.eq(flash_fire & ~fsel)]
+        if not H:
+            m.d.comb += [wb_rd_go.eq(dram_fire & ~dsel), fl_wr_go.eq(dram_fire & dsel),
+                         wb_wr_go.eq(flash_fire & fsel), fl_rd_go.eq(flash_fire & ~fsel)]
+        else:
+            hd_go, hf_go = Signal(), Signal()
+            m.d.comb += [wb_rd_go.eq(dram_fire & (dsel == 0)), fl_wr_go.eq(dram_fire & (dsel == 1)),
+                         hd_go.eq(dram_fire & (dsel == 2)),
+                         wb_wr_go.eq(flash_fire & (fsel == 1)), fl_rd_go.eq(flash_fire & (fsel == 0)),
+                         hf_go.eq(flash_fire & (fsel == 2))]
         count("mem_wait_cycles", (self.dram_req.valid & ~self.dram_req.ready)
               | (self.flash_req.valid & ~self.flash_req.ready))
 
@@ -304,14 +383,48 @@ class TierMover(wiring.Component):
         m.d.comb += [self.dram_resp.ready.eq(1), self.flash_resp.ready.eq(1)]
         dresp = self.dram_resp.valid
         fresp = self.flash_resp.valid
-        d_ok = dresp & (wb_pend != 0)
-        f_ok = fresp & (fl_pend != 0)
+        if not H:
+            d_ok = dresp & (wb_pend != 0)
+            f_ok = fresp & (fl_pend != 0)
+        else:
+            # each port has two readers: a FIFO of tags {host, response slot} per outstanding read,
+            # in request order, routes each answer (the port answers in request order)
+            HR = self.host_rsp_depth
+            rb = M.bits(HR)
+            TD = 1 << M.bits(self.max_reads)
+            tb_ = M.bits(TD)
+
+            def tag_fifo(name, push, push_host, push_slot, pop):
+                t_host = Array(Signal(name=f"{name}_tag{i}_host") for i in range(TD))
+                t_slot = Array(Signal(rb, name=f"{name}_tag{i}_slot") for i in range(TD))
+                head = Signal(tb_ + 1, name=f"{name}_tag_head")
+                tail = Signal(tb_ + 1, name=f"{name}_tag_tail")
+                nonempty = Signal(name=f"{name}_tag_nonempty")
+                m.d.comb += nonempty.eq(head != tail)
+                with m.If(push):
+                    m.d.sync += [t_host[tail[:tb_]].eq(push_host), t_slot[tail[:tb_]].eq(push_slot),
+                                 tail.eq(tail + 1)]
+                with m.If(pop & nonempty):
+                    m.d.sync += head.eq(head + 1)
+                return nonempty, t_host[head[:tb_]], t_slot[head[:tb_]]
+
+            rsp_tail = Signal(rb + 1)
+            d_tag_v, d_tag_host, d_tag_slot = tag_fifo("dram", wb_rd_go | (hd_go & ~h_wr), hd_go, rsp_tail[:rb],
+                                                        dresp)
+            f_tag_v, f_tag_host, f_tag_slot = tag_fifo("flash", fl_rd_go | (hf_go & ~h_wr), hf_go, rsp_tail[:rb],
+                                                        fresp)
+            d_ok = dresp & d_tag_v & ~d_tag_host
+            f_ok = fresp & f_tag_v & ~f_tag_host
+            d_host = dresp & d_tag_v & d_tag_host             # a host read's answer
+            f_host = fresp & f_tag_v & f_tag_host
+            resp_bad = (dresp & ~d_tag_v) | (fresp & ~f_tag_v)
         m.d.comb += [wbuf.push.eq(d_ok), wbuf.data_in.eq(self.dram_resp.payload), wbuf.reserve.eq(wb_rd_go),
                      wbuf.pop.eq(wb_wr_go),
                      fbuf.push.eq(f_ok), fbuf.data_in.eq(self.flash_resp.payload), fbuf.reserve.eq(fl_rd_go),
                      fbuf.pop.eq(fl_wr_go)]
-        m.d.sync += [wb_pend.eq(wb_pend + wb_rd_go - d_ok), fl_pend.eq(fl_pend + fl_rd_go - f_ok)]
-        resp_bad = (dresp & (wb_pend == 0)) | (fresp & (fl_pend == 0))
+        if not H:
+            m.d.sync += [wb_pend.eq(wb_pend + wb_rd_go - d_ok), fl_pend.eq(fl_pend + fl_rd_go - f_ok)]
+            resp_bad = (dresp & (wb_pend == 0)) | (fresp & (fl_pend == 0))
         count("resp_unexpected", resp_bad)
 
         # ---- writeback engine (pointer w)
@@ -325,14 +438,23 @@ class TierMover(wiring.Component):
         wb_dirty_r = Signal()
         # frame hazard: an earlier job on the same frame that writes it and has not left on ``done``:
         # a fill (it may still be writing the frame) or a write command (the host's data lands after
-        # its done). Read hits, bypasses and bad commands do not hold an eviction back.
+        # its done). Read hits, bypasses and bad commands do not hold an eviction back. With host_ops:
+        # also an earlier job with a host op on the frame (reads included: it must see the old occupant).
         rw = (w - r)[:pw]
         haz = Signal()
         hz = []
         for i in range(D):
             off = (Const(i, ib) - r[:ib])[:ib]
             writes_frame = j_fill[i] | (j_write[i] & ~j_bad[i] & ~j_bypass[i])
-            hz.append((off < rw) & writes_frame & (j_q[i] == j_q[iw]) & (j_s[i] == j_s[iw]))
+            if not H:
+                hz.append((off < rw) & writes_frame & (j_q[i] == j_q[iw]) & (j_s[i] == j_s[iw]))
+                continue
+            writes_frame = writes_frame | (j_host[i] & ~j_bad[i] & ~j_bypass[i])
+            # and a bypass host op on the victim's position (a bypass of a resident position, as an
+            # errored decision can be): the victim's flash lines are written after it
+            same_q = j_q[i] == j_q[iw]
+            hz.append((off < rw) & same_q & ((writes_frame & (j_s[i] == j_s[iw]))
+                                             | (j_host[i] & j_bypass[i] & (j_p[i] == j_v[iw]))))
         m.d.comb += haz.eq(Cat(*hz).any())
         wb_dirty = j_vdirty[iw] | g.dirty_from_host
         with m.If(~wb_busy & (w != e)):
@@ -374,6 +496,18 @@ class TierMover(wiring.Component):
         # is read again only after its lines went out).
         jr = idx(fr)
         fr_ok = (x - fr)[:pw] <= D
+        if H:
+            # a bypass host write of the same position by an earlier job not yet issued (h <= job < fr):
+            # the fill must read flash after it (the in-order flash port then returns the host's data)
+            fhz = []
+            hfr = (fr - h)[:pw]
+            for i in range(D):
+                off = (Const(i, ib) - h[:ib])[:ib]
+                fhz.append((off < hfr) & j_host[i] & j_write[i] & j_bypass[i]
+                           & (j_q[i] == j_q[jr]) & (j_p[i] == j_p[jr]))
+            fill_haz = Signal()
+            m.d.comb += fill_haz.eq(Cat(*fhz).any())
+            fr_ok = fr_ok & ~fill_haz
         fr_busy = Signal()
         fl_rd_i = Signal(range(L + 1))
         fl_fbase = Signal(cfg.flash_addr_bits)
@@ -394,15 +528,21 @@ class TierMover(wiring.Component):
         count("fills", fl_wr_go & (fl_wr_i == L - 1))
         count("lines_to_dram", fl_wr_go)
 
+        # ---- host stage (pointer h <= f): the command's host line op, after its moves
+        if H:
+            self._host_stage(m, count, idx, h, f, j_q, j_p, j_s, j_write, j_bad, j_bypass, j_host, j_line, j_rdone,
+                             hd_v, hf_v, hd_addr, hf_addr, h_wr, hd_go, hf_go, rsp_tail, d_host, d_tag_slot,
+                             f_host, f_tag_slot)
+
         # ---- retire, in order
         ir = idx(r)
         dn = self.done.payload
         m.d.comb += [
-            self.done.valid.eq((r != a) & (r != x) & (r != f)),
+            self.done.valid.eq(((r != a) & (r != x) & (r != f) & (r != h)) if H else ((r != a) & (r != x) & (r != f))),
             dn.queue.eq(j_q[ir]), dn.position.eq(j_p[ir]), dn.slot.eq(j_s[ir]), dn.write.eq(j_write[ir]),
             dn.hit.eq(j_hit[ir]), dn.fill.eq(j_fill[ir]), dn.writeback.eq(j_wb[ir]),
             dn.clean_drop.eq(j_drop[ir]), dn.bypass.eq(j_bypass[ir]), dn.bad.eq(j_bad[ir]),
-            self.idle.eq((r == a) & ~clearing),
+            self.idle.eq(((r == a) & ~clearing & (self._rsp_count == 0)) if H else ((r == a) & ~clearing)),
         ]
         with m.If(self.done.valid & self.done.ready):
             m.d.sync += r.eq(r + 1)
@@ -415,10 +555,75 @@ class TierMover(wiring.Component):
         return m
 
 
+    def _host_stage(self, m, count, idx, h, f, j_q, j_p, j_s, j_write, j_bad, j_bypass, j_host, j_line, j_rdone,
+                    hd_v, hf_v, hd_addr, hf_addr, h_wr, hd_go, hf_go, rsp_tail, d_host, d_tag_slot,
+                    f_host, f_tag_slot):
+        """The host stage and the ``host_rsp`` buffer (``host_ops``): one job per clock at most, in order.
+        A host op allocates its response slot when it is issued (a read's data lands in the slot when the
+        port answers); ``host_rsp`` offers the head slot once it is complete."""
+        cfg, L, F, N = self.cfg, self.cfg.lines_per_entry, self.cfg.frames_per_queue, self.cfg.n_positions
+        HR = self.host_rsp_depth
+        rb = M.bits(HR)
+        ih = idx(h)
+        at = Signal()               # a job waits at the host stage
+        is_host, bad, flash, line = j_host[ih], j_bad[ih], j_bypass[ih], j_line[ih]
+        # h != f: the job's fill writes (and every earlier job's) are issued; reads_done: so are its own
+        # writeback's DRAM reads (a write miss has no fill, so the fill writer does not wait for them)
+        m.d.comb += [at.eq((h != f) & j_rdone[ih]), h_wr.eq(j_write[ih])]
+        # response buffer: slot fields; a slot is ``full`` once its answer is complete
+        r_data = Array(Signal(cfg.line_bits, name=f"hrsp{i}_data") for i in range(HR))
+        r_write = Array(Signal(name=f"hrsp{i}_write") for i in range(HR))
+        r_res = Array(Signal(name=f"hrsp{i}_resident") for i in range(HR))
+        r_bad = Array(Signal(name=f"hrsp{i}_bad") for i in range(HR))
+        r_full = Array(Signal(name=f"hrsp{i}_full") for i in range(HR))
+        r_head = Signal(rb + 1)
+        self._rsp_count = n = Signal(range(HR + 1), name="hrsp_count")
+        room = Signal()
+        m.d.comb += room.eq(n != HR)
+        data_ok = ~h_wr | self.host_wdata.valid          # a write waits for its data
+        go_ok = at & is_host & room & data_ok
+        m.d.comb += [hd_v.eq(go_ok & ~bad & ~flash), hf_v.eq(go_ok & ~bad & flash),
+                     hd_addr.eq((j_q[ih] * F + j_s[ih]) * L + line),
+                     hf_addr.eq((j_q[ih] * N + j_p[ih]) * L + line)]
+        bad_go = Signal()
+        alloc = Signal()
+        m.d.comb += [bad_go.eq(go_ok & bad), alloc.eq(hd_go | hf_go | bad_go),
+                     self.host_wdata.ready.eq(alloc & h_wr)]
+        with m.If(at & ~is_host):
+            m.d.sync += h.eq(h + 1)
+        with m.If(alloc):
+            m.d.sync += h.eq(h + 1)
+        it = rsp_tail[:rb]
+        with m.If(alloc):
+            m.d.sync += [r_write[it].eq(h_wr), r_res[it].eq(~bad & ~flash), r_bad[it].eq(bad),
+                         r_full[it].eq(h_wr | bad), r_data[it].eq(0), rsp_tail.eq(rsp_tail + 1)]
+        for i in range(HR):          # read answers (both ports may answer in the same clock, other slots)
+            with m.If(d_host & (d_tag_slot == i)):
+                m.d.sync += [r_data[i].eq(self.dram_resp.payload), r_full[i].eq(1)]
+            with m.If(f_host & (f_tag_slot == i)):
+                m.d.sync += [r_data[i].eq(self.flash_resp.payload), r_full[i].eq(1)]
+        ihd = r_head[:rb]
+        rp = self.host_rsp.payload
+        m.d.comb += [self.host_rsp.valid.eq((n != 0) & r_full[ihd]),
+                     rp.data.eq(r_data[ihd]), rp.write.eq(r_write[ihd]), rp.resident.eq(r_res[ihd]),
+                     rp.bad.eq(r_bad[ihd])]
+        pop = self.host_rsp.valid & self.host_rsp.ready
+        with m.If(pop):
+            m.d.sync += r_head.eq(r_head + 1)
+        m.d.sync += n.eq(n + alloc - pop)
+        count("host_reads", (hd_go | hf_go) & ~h_wr)
+        count("host_writes", (hd_go | hf_go) & h_wr)
+        count("host_bypasses", hf_go)
+        count("host_wdata_dropped", bad_go & h_wr)
+
+
 def verilog_tops():
-    """Configurations `make verilog` generates and `make lint` checks: the bench's small one and
-    a full-width one (640 queues, 64 frames per queue, 8 lines of 512 bits per entry)."""
+    """Configurations `make verilog` generates and `make lint` checks: the bench's small one,
+    a full-width one (640 queues, 64 frames per queue, 8 lines of 512 bits per entry), and the
+    bench's with host line operations."""
     return {"tiermover": lambda: TierMover(n_queues=3, n_positions=32, frames_per_queue=3, lines_per_entry=4,
                                            line_bits=32, depth=8, buf_lines=4),
             "tiermover_full": lambda: TierMover(n_queues=640, n_positions=131072, frames_per_queue=64,
-                                                lines_per_entry=8, line_bits=512, depth=8)}
+                                                lines_per_entry=8, line_bits=512, depth=8),
+            "tiermover_host": lambda: TierMover(n_queues=3, n_positions=32, frames_per_queue=3, lines_per_entry=4,
+                                                line_bits=32, depth=8, buf_lines=4, host_ops=True)}

@@ -20,10 +20,19 @@ it grants an eviction after a random latency; with ``dirty_from_host`` it first 
 earlier command on the frame is done (it must have read the line to hold it dirty) and writes its
 dirty lines into the frame.
 
+With ``host_ops`` (the configurations with ``host_ops`` in their parameters) commands carry the
+host's line ops (``host``, ``line``; data on ``host_wdata``, answers on ``host_rsp``) and the host
+writes nothing behind the mover's back (but for a ``dirty_from_host`` grant's lines). A host op's
+memory access interleaves with other commands' moves on a port, so the memory traffic is checked
+per address instead of per kind: each line's sequence of reads and writes (with data) equals the
+model's in command order (the mover keeps every address's accesses in command order; two reads
+of one line may swap, which changes nothing). ``host_rsp`` is checked in order, data bit-exact.
+
 Environment: CXLKV_COMMANDS (random test, default 3000), CXLKV_SEED; the throughput test:
 CXLKV_TM_MIX (hit / evict), CXLKV_TM_DRAM_LATENCY, CXLKV_TM_FLASH_LATENCY, CXLKV_TM_COMMANDS.
 """
 import os
+from dataclasses import replace
 
 import cocotb
 from cocotb.clock import Clock
@@ -31,8 +40,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from cxlkv.hdl.tiermover import TierMoverLayouts
 from cxlkv.models import tiermover as M
-from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int, params,
-                             report_metric, test_rng)
+from cxlkv.tb.common import (InOrderScoreboard, Packer, ScoreboardError, StreamPort, drive_ready, drive_stream,
+                             env_int, offer, params, report_metric, test_rng)
 from cxlkv.tb.tiermover.memory import TierMemory
 
 
@@ -42,24 +51,84 @@ def config() -> M.TierMoverConfig:
                              p["line_bits"])
 
 
+HOST = bool(params().get("host_ops", False))
+
+
+class IntPacker:
+    """A plain-width payload (``host_wdata``): the value itself."""
+
+    def __init__(self, width):
+        self.width = width
+
+    def pack(self, v):
+        if not 0 <= v < (1 << self.width):
+            raise ValueError(f"{v} does not fit {self.width} bits")
+        return v
+
+
+class AddrScoreboard:
+    """One in-order scoreboard per (port, line address): each line's reads ("r",) and writes ("w", data)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.sbs = {}
+
+    def _sb(self, key):
+        if key not in self.sbs:
+            self.sbs[key] = InOrderScoreboard(f"{self.name}[{key[0]} {key[1]}]")
+        return self.sbs[key]
+
+    def expect(self, key, item):
+        self._sb(key).expect(item)
+
+    def actual(self, key, item):
+        self._sb(key).actual(item)
+
+    @property
+    def errors(self):
+        return sum(sb.errors + len(sb.expected) for sb in self.sbs.values())
+
+    def check(self):
+        bad = []
+        for sb in self.sbs.values():
+            if sb.errors or sb.expected:
+                try:
+                    sb.check()
+                except ScoreboardError as exc:
+                    bad.append(str(exc))
+        if bad:
+            raise ScoreboardError(f"{self.name}: {len(bad)} line addresses differ\n" + "\n".join(bad[:5]))
+        if not any(sb.compared for sb in self.sbs.values()):
+            raise ScoreboardError(f"{self.name}: nothing was compared")
+
+
 class Stimulus:
     """Tracker-like commands generated against the model's frame table; the host's data decided up front."""
 
     def __init__(self, cfg, rng, *, p_hit=0.35, p_write=0.3, p_bypass=0.03, p_bad=0.03, p_grant_dirty=0.25,
-                 p_same_frame=0.25, p_refill=0.25, queues=None):
+                 p_same_frame=0.25, p_refill=0.25, queues=None, host=False, p_host=0.75):
         self.cfg, self.rng = cfg, rng
+        self.host = host                    # commands carry host line ops (host_ops)
         self.p = dict(hit=p_hit, write=p_write, bypass=p_bypass, bad=p_bad, grant_dirty=p_grant_dirty,
-                      same_frame=p_same_frame, refill=p_refill)
+                      same_frame=p_same_frame, refill=p_refill, host=p_host)
         self.queues = list(range(cfg.n_queues)) if queues is None else queues
         mask = (1 << cfg.line_bits) - 1
         flash = {a: rng.getrandbits(cfg.line_bits) & mask for a in range(cfg.flash_lines)}
         self.flash0 = dict(flash)
-        self.model = M.TierMoverModel(cfg, flash=flash)
+        self.model = M.TierMoverModel(cfg, flash=flash, host_ops=host)
         self.items = []          # per command: dict(cmd, res, grant_dirty, grant_lines, host_lines)
         self.last_slot = {}      # queue -> slot of its last eviction
         self.last_victim = {}    # queue -> position evicted last
         self.cover = dict.fromkeys(("hit", "write_hit", "fill_free", "write_miss", "writeback", "clean_drop",
                                     "grant_dirty", "same_frame_b2b", "evict_then_refill", "bypass", "bad"), 0)
+        if host:
+            self.cover.update(dict.fromkeys(
+                ("host_read_dram", "host_write_dram", "host_read_flash", "host_write_flash", "host_bad",
+                 "host_wdata_dropped", "host_after_fill", "host_after_writeback", "host_same_frame_b2b",
+                 "evict_after_host", "bypass_read_after_writeback", "bypass_write_then_fill"), 0))
+        self.last_wb = {}        # (queue, position) -> command index of its last writeback
+        self.last_bpw = {}       # queue -> (position, command index) of its last bypass host write
+        self.last_host_frame = None   # (queue, slot) of the previous command's resident host op
         self.prev = None
 
     def _lines(self, all_lines):
@@ -82,6 +151,8 @@ class Stimulus:
             choices.append(M.Command(q, (fr.position + 2) % cfg.n_positions, s, inserted=1, victim_valid=1,
                                      victim=(fr.position + 1) % cfg.n_positions))       # wrong victim
         choices.append(M.Command(q, 0, s, victim_valid=1))                               # victim without insert
+        if self.host and fr.valid and cfg.lines_per_entry < (1 << cfg.line_idx_bits):
+            choices.append(M.Command(q, fr.position, s, hit=1, host=1, line=cfg.lines_per_entry))   # line range
         return rng.choice(choices)
 
     def next(self):
@@ -92,15 +163,24 @@ class Stimulus:
         write = int(rng.random() < p["write"])
         x = rng.random()
         if x < p["bad"]:
-            cmd = self._bad(q)
+            cmd = replace(self._bad(q), write=write)       # (a bad host write's data is dropped)
         elif x < p["bad"] + p["bypass"]:
-            cmd = M.Command(q, rng.randrange(cfg.n_positions), rng.randrange(cfg.frames_per_queue), write=write)
+            pos = rng.randrange(cfg.n_positions)
+            if self.host and q in self.last_victim and self.last_victim[q] not in resident and rng.random() < 0.5:
+                pos = self.last_victim[q]        # a bypass op on a position just written back
+            cmd = M.Command(q, pos, rng.randrange(cfg.frames_per_queue), write=write)
         elif resident and x < p["bad"] + p["bypass"] + p["hit"]:
             pos = rng.choice(sorted(resident))
+            pv = self.prev
+            if self.host and pv is not None and pv.queue == q and rng.random() < p["same_frame"]:
+                pos = next((x for x, s in resident.items() if s == pv.slot), pos)    # the same frame again
             cmd = M.Command(q, pos, resident[pos], hit=1, write=write)
         else:
             free = [s for s, fr in enumerate(frames) if not fr.valid]
-            if q in self.last_victim and self.last_victim[q] not in resident and rng.random() < p["refill"]:
+            if self.host and q in self.last_bpw and self.last_bpw[q][0] not in resident \
+                    and rng.random() < p["refill"]:
+                pos = self.last_bpw[q][0]        # fill a position just written by a bypass op
+            elif q in self.last_victim and self.last_victim[q] not in resident and rng.random() < p["refill"]:
                 pos = self.last_victim[q]
             else:
                 pos = rng.choice([x for x in range(cfg.n_positions) if x not in resident])
@@ -112,18 +192,24 @@ class Stimulus:
                 else:
                     s = rng.randrange(cfg.frames_per_queue)
                 cmd = M.Command(q, pos, s, inserted=1, victim_valid=1, victim=frames[s].position, write=write)
+        if self.host and not cmd.host and rng.random() < p["host"]:
+            cmd = replace(cmd, host=1, line=rng.randrange(cfg.lines_per_entry))
         return self.add(cmd)
 
-    def add(self, cmd, grant_dirty=None):
+    def add(self, cmd, grant_dirty=None, wdata=None, wdata_delay=None):
+        """Apply ``cmd`` to the model. ``wdata``: a host write's data (default random); ``wdata_delay``:
+        cycles the bench's host waits before offering it (default random)."""
         cfg, rng = self.cfg, self.rng
         evicting = M.check_command(cfg, self._frame(cmd), cmd) is None and cmd.inserted and cmd.victim_valid \
             and not cmd.hit
         gd = evicting and (rng.random() < self.p["grant_dirty"] if grant_dirty is None else grant_dirty)
         glines = self._lines(False) if gd else None
         prev = self.prev
-        res = self.model.command(cmd, gd, glines)
+        if cmd.host and cmd.write and wdata is None:
+            wdata = rng.getrandbits(cfg.line_bits)
+        res = self.model.command(cmd, gd, glines, wdata=wdata if cmd.host and cmd.write else None)
         host = None
-        if cmd.write and not (res.done["bad"] or res.done["bypass"]):
+        if not self.host and cmd.write and not (res.done["bad"] or res.done["bypass"]):
             host = self._lines(not res.done["hit"])     # a write miss overwrites the whole entry
             self.model.host_write(cmd.queue, cmd.slot, host)
         d = res.done
@@ -146,9 +232,43 @@ class Stimulus:
         if prev is not None and prev.inserted and prev.victim_valid and cmd.inserted and not d["bad"] \
                 and prev.queue == cmd.queue and prev.victim == cmd.position:
             cv["evict_then_refill"] += 1
+        if self.host:
+            self._cover_host(cmd, res, evicting)
         self.prev = cmd if not d["bad"] else None
-        self.items.append(dict(cmd=cmd, res=res, grant_dirty=bool(gd), grant_lines=glines, host_lines=host))
+        self.items.append(dict(cmd=cmd, res=res, grant_dirty=bool(gd), grant_lines=glines, host_lines=host,
+                               wdata=wdata if cmd.host and cmd.write else None, wdata_delay=wdata_delay))
         return self.items[-1]
+
+    def _cover_host(self, cmd, res, evicting):
+        cv, d, k = self.cover, res.done, len(self.items)
+        key = (cmd.queue, cmd.slot)
+        prev_host_frame = self.last_host_frame
+        if evicting and prev_host_frame == key:
+            cv["evict_after_host"] += 1                  # hazard (b): evicted right after a host op on it
+        if d["writeback"]:
+            self.last_wb[(cmd.queue, cmd.victim)] = k
+        rsp = res.host_rsp
+        self.last_host_frame = key if rsp is not None and rsp["resident"] else None
+        if d["fill"] and cmd.queue in self.last_bpw and self.last_bpw[cmd.queue][0] == cmd.position \
+                and k - self.last_bpw[cmd.queue][1] <= 8:
+            cv["bypass_write_then_fill"] += 1            # hazard (d)
+        if rsp is None:
+            return
+        if rsp["bad"]:
+            cv["host_bad"] += 1
+            cv["host_wdata_dropped"] += cmd.write
+            return
+        port = "dram" if rsp["resident"] else "flash"
+        cv[f"host_{'write' if cmd.write else 'read'}_{port}"] += 1
+        cv["host_after_fill"] += d["fill"]               # hazard (a)
+        cv["host_after_writeback"] += d["writeback"]
+        if rsp["resident"] and prev_host_frame == key:
+            cv["host_same_frame_b2b"] += 1               # host ops on one frame back to back
+        if not rsp["resident"]:
+            if cmd.write:
+                self.last_bpw[cmd.queue] = (cmd.position, k)
+            elif k - self.last_wb.get((cmd.queue, cmd.position), -100) <= 8:
+                cv["bypass_read_after_writeback"] += 1   # hazard (c)
 
     def _frame(self, cmd):
         cfg = self.cfg
@@ -159,15 +279,24 @@ class Stimulus:
 
 class TierEnv:
     def __init__(self, dut, stim: Stimulus, rng, *, dram_latency=(2, 3), flash_latency=(6, 10), ready_prob=1.0,
-                 cmd_idle=0.0, done_ready=1.0, grant_latency=(1, 6), manual_grants=False):
+                 cmd_idle=0.0, done_ready=1.0, grant_latency=(1, 6), manual_grants=False, rsp_ready=1.0,
+                 wdata_idle=0.0, wdata_late=0.0, rsp_block=0):
         self.dut, self.stim, self.cfg, self.rng = dut, stim, stim.cfg, rng
-        lay = TierMoverLayouts(self.cfg)
+        self.host = HOST
+        lay = TierMoverLayouts(self.cfg, self.host)
         self.cmd_pack, self.done_pack = Packer(lay.command), Packer(lay.done)
         self.ereq_pack, self.grant_pack = Packer(lay.evict_req), Packer(lay.evict_grant)
         self.cmd_port, self.done_port = StreamPort(dut, "cmd"), StreamPort(dut, "done")
         self.ereq_port, self.grant_port = StreamPort(dut, "evict_req"), StreamPort(dut, "evict_grant")
-        self.sb = {n: InOrderScoreboard(f"tiermover.{n}") for n in
-                   ("done", "evict_req", "dram_read", "dram_write", "flash_read", "flash_write")}
+        kinds = ("done", "evict_req", "host_rsp") if self.host else \
+            ("done", "evict_req", "dram_read", "dram_write", "flash_read", "flash_write")
+        self.sb = {n: InOrderScoreboard(f"tiermover.{n}") for n in kinds}
+        self.addr_sb = AddrScoreboard("tiermover.line_traffic")     # host_ops: per line address
+        self.seen = dict.fromkeys(("dram_read", "dram_write", "flash_read", "flash_write"), 0)
+        if self.host:
+            self.rsp_port, self.wdata_port = StreamPort(dut, "host_rsp"), StreamPort(dut, "host_wdata")
+            self.rsp_pack, self.wdata_pack = Packer(lay.host_rsp), IntPacker(self.cfg.line_bits)
+        self.rsp_ready, self.wdata_idle, self.wdata_late, self.rsp_block = rsp_ready, wdata_idle, wdata_late, rsp_block
         self.dram = TierMemory(dut.clk, StreamPort(dut, "dram_req"), StreamPort(dut, "dram_resp"),
                                Packer(lay.dram_req), rng, ready_prob=ready_prob, burst=3,
                                latency=dram_latency[0], jitter=dram_latency[1] - dram_latency[0], name="dram",
@@ -195,6 +324,10 @@ class TierEnv:
         self.last_done_cycle = None
 
     def _mem(self, port, write, addr, data):
+        self.seen[f"{port}_{'write' if write else 'read'}"] += 1
+        if self.host:
+            self.addr_sb.actual((port, addr), ("w", data) if write else ("r",))
+            return
         if port == "dram":
             self.sb["dram_write"].actual((addr, data)) if write else self.sb["dram_read"].actual(addr)
         else:
@@ -211,18 +344,45 @@ class TierEnv:
                 c = it["cmd"]
                 self.sb["evict_req"].expect({"queue": c.queue, "position": c.victim, "slot": c.slot})
                 self.evict_idx.append(idx)
-            for a in res.dram_reads:
-                self.sb["dram_read"].expect(a)
-            for x in res.dram_writes:
-                self.sb["dram_write"].expect(x)
-            for a in res.flash_reads:
-                self.sb["flash_read"].expect(a)
-            for x in res.flash_writes:
-                self.sb["flash_write"].expect(x)
+            if self.host:
+                self._expect_lines(res)
+            else:
+                self._expect_kinds(res)
             for kind, n in (("dram_read", res.dram_reads), ("dram_write", res.dram_writes),
                             ("flash_read", res.flash_reads), ("flash_write", res.flash_writes)):
                 self._tot[kind] += len(n)
+            if res.host_access is not None:
+                port, w = res.host_access[:2]
+                self._tot[f"{port}_{'write' if w else 'read'}"] += 1
             self.cum.append(dict(self._tot))
+
+    def _expect_lines(self, res):
+        """host_ops: each line's accesses, in command order (per command: writeback, fill, host op)."""
+        ex = self.addr_sb.expect
+        for a in res.dram_reads:
+            ex(("dram", a), ("r",))
+        for a, v in res.dram_writes:
+            ex(("dram", a), ("w", v))
+        for a, v in res.flash_writes:
+            ex(("flash", a), ("w", v))
+        for a in res.flash_reads:
+            ex(("flash", a), ("r",))
+        if res.host_access is not None:
+            port, w, a, v = res.host_access
+            ex((port, a), ("w", v) if w else ("r",))
+        if res.host_rsp is not None:
+            self.sb["host_rsp"].expect(res.host_rsp)
+
+    def _expect_kinds(self, res):
+        """Without host_ops: each port's traffic of one kind, in command order."""
+        for a in res.dram_reads:
+            self.sb["dram_read"].expect(a)
+        for x in res.dram_writes:
+            self.sb["dram_write"].expect(x)
+        for a in res.flash_reads:
+            self.sb["flash_read"].expect(a)
+        for x in res.flash_writes:
+            self.sb["flash_write"].expect(x)
 
     async def start(self):
         dut = self.dut
@@ -236,6 +396,10 @@ class TierEnv:
         if not self.manual_grants:
             cocotb.start_soon(self._grants())
         cocotb.start_soon(drive_ready(dut.clk, self.done_port, self.rng, self.done_ready, burst=3))
+        if self.host:
+            self.wdata_port.valid.value = 0
+            self.rsp_port.ready.value = 0
+            cocotb.start_soon(self._rsp_ready())
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
@@ -262,13 +426,15 @@ class TierEnv:
                 k = self.evict_idx[self.n_ereq] if self.n_ereq < len(self.evict_idx) else None
                 self.n_ereq += 1
                 self.ereqs.append((k, pl, self.cycle))
+            if self.host and int(self.rsp_port.valid.value) and int(self.rsp_port.ready.value):
+                self.sb["host_rsp"].actual(self.rsp_pack.unpack(int(self.rsp_port.payload.value)))
             if int(self.done_port.valid.value) and int(self.done_port.ready.value):
                 pl = self.done_pack.unpack(int(self.done_port.payload.value))
                 self.sb["done"].actual(pl)
                 k = self.done_count
                 self.done_count += 1
                 if k < len(self.cum):      # done means every request of the command was accepted
-                    seen = {n: self.sb[n].compared + len(self.sb[n].unexpected) for n in self._tot}
+                    seen = dict(self.seen)
                     if any(seen[n] < self.cum[k][n] for n in self._tot) and len(self.early_done) < 10:
                         self.early_done.append((k, seen, self.cum[k]))
                 self.last_done_cycle = self.cycle
@@ -331,7 +497,32 @@ class TierEnv:
                 break
         self.grant_port.valid.value = 0
 
+    async def _rsp_ready(self):
+        """host_rsp backpressure: low for the first ``rsp_block`` cycles, then ready with ``rsp_ready``."""
+        while self.cycle < self.rsp_block:
+            await RisingEdge(self.dut.clk)
+        await drive_ready(self.dut.clk, self.rsp_port, self.rng, self.rsp_ready, burst=3)
+
+    async def _drive_wdata(self, items):
+        """The host's write data, one item per host write, in command order; each after its item's
+        ``wdata_delay`` or a random one (idle cycles with ``wdata_idle``, a late item (up to 40 cycles)
+        with ``wdata_late``), so it arrives before, with or after its command."""
+        rng = self.rng
+        for it in items:
+            if it["wdata"] is None:
+                continue
+            delay = it["wdata_delay"]
+            if delay is None:
+                delay = rng.randrange(41) if rng.random() < self.wdata_late else 0
+                while self.wdata_idle and rng.random() < self.wdata_idle:
+                    delay += 1
+            for _ in range(delay):
+                await RisingEdge(self.dut.clk)
+            await offer(self.dut.clk, self.wdata_port, self.wdata_pack, it["wdata"])
+
     async def drive(self, items):
+        if self.host:
+            cocotb.start_soon(self._drive_wdata(items))
         await drive_stream(self.dut.clk, self.cmd_port, self.cmd_pack, [it["cmd"].as_dict() for it in items],
                            self.rng, idle=self.cmd_idle)
 
@@ -349,6 +540,8 @@ class TierEnv:
 
     def check(self, *, counters=True):
         assert not self.early_done, f"done before all of the command's traffic: {self.early_done[:2]}"
+        if self.host:
+            self.addr_sb.check()
         for sb in self.sb.values():
             if sb.name.endswith("evict_req") and not self.evict_idx and not self.n_ereq:
                 continue
@@ -362,7 +555,7 @@ class TierEnv:
         assert not bad_d, f"DRAM content differs from the model at {len(bad_d)} lines, first {bad_d[:4]}"
         assert not bad_f, f"flash content differs from the model at {len(bad_f)} lines, first {bad_f[:4]}"
         if counters:
-            got = {n: int(getattr(self.dut, n).value) for n in M.COUNTERS}
+            got = {n: int(getattr(self.dut, n).value) for n in M.COUNTERS + (M.COUNTERS_HOST if self.host else ())}
             assert got == model.counters, f"counters {got} != model {model.counters}"
 
 
@@ -372,10 +565,10 @@ async def test_random(dut):
     idle input cycles; every port's traffic, data and counters against the model."""
     rng = test_rng()
     cfg = config()
-    stim = Stimulus(cfg, rng)
+    stim = Stimulus(cfg, rng, host=HOST)
     items = [stim.next() for _ in range(env_int("CXLKV_COMMANDS", 3000))]
     env = TierEnv(dut, stim, rng, dram_latency=(1, 6), flash_latency=(3, 14), ready_prob=0.75, cmd_idle=0.2,
-                  done_ready=0.7, grant_latency=(0, 12))
+                  done_ready=0.7, grant_latency=(0, 12), rsp_ready=0.6, wdata_idle=0.2, wdata_late=0.05)
     env.expect(items)
     await env.start()
     await env.drive(items)
@@ -403,7 +596,7 @@ async def test_hazards_back_to_back(dut):
     queue and 16 positions (skipped in the minimal configuration, whose random test has the same bins)."""
     rng = test_rng()
     cfg = config()
-    stim = Stimulus(cfg, rng, p_grant_dirty=0.0)
+    stim = Stimulus(cfg, rng, p_grant_dirty=0.0, host=HOST)
     C = M.Command
     q = 0
     items = [stim.add(C(q, s, s, inserted=1)) for s in range(cfg.frames_per_queue)]   # read fills into free frames
@@ -434,7 +627,7 @@ async def test_protocol_errors(dut):
     and latched in err_status (W1C), and lost nowhere: the eviction still completes with the right grant."""
     rng = test_rng()
     cfg = config()
-    stim = Stimulus(cfg, rng, p_grant_dirty=0.0)
+    stim = Stimulus(cfg, rng, p_grant_dirty=0.0, host=HOST)
     C = M.Command
     items = [stim.add(C(1, 5, 0, inserted=1, write=1)),
              stim.add(C(1, 6, 0, inserted=1, victim_valid=1, victim=5))]
@@ -475,25 +668,80 @@ async def test_protocol_errors(dut):
 
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test: one corrupted predicted flash-write line is reported, exactly it."""
+    """Negative test: one corrupted predicted flash-write line is reported, exactly it (with host_ops: one
+    corrupted bit of a predicted host read's data on host_rsp)."""
     rng = test_rng()
     cfg = config()
-    stim = Stimulus(cfg, rng, p_bad=0.0, p_bypass=0.0)
+    stim = Stimulus(cfg, rng, p_bad=0.0, p_bypass=0.0, host=HOST)
     items = [stim.next() for _ in range(300)]
-    env = TierEnv(dut, stim, rng)
+    env = TierEnv(dut, stim, rng, rsp_ready=0.7)
     env.expect(items)
-    sb = env.sb["flash_write"]
-    assert len(sb.expected) > 3, "the run must write back"
-    target = len(sb.expected) // 2
-    a, v = sb.expected[target]
-    sb.expected[target] = (a, v ^ 1)
+    name = "host_rsp" if HOST else "flash_write"
+    sb = env.sb[name]
+    if HOST:
+        reads = [i for i, x in enumerate(sb.expected) if not x["write"] and not x["bad"]]
+        assert len(reads) > 3, "the run must read"
+        target = reads[len(reads) // 2]
+        sb.expected[target] = {**sb.expected[target], "data": sb.expected[target]["data"] ^ 1}
+    else:
+        assert len(sb.expected) > 3, "the run must write back"
+        target = len(sb.expected) // 2
+        a, v = sb.expected[target]
+        sb.expected[target] = (a, v ^ 1)
     await env.start()
     await env.drive(items)
     await env.drain()
     sb.assert_caught_one(target, log=dut._log)
-    for name, other in env.sb.items():
-        if name != "flash_write":
+    for other_name, other in env.sb.items():
+        if other_name != name:
             other.check()
+    if HOST:
+        env.addr_sb.check()
+
+
+@cocotb.test(skip=not HOST)
+async def test_host_hazards(dut):
+    """Directed host-op hazards (host_ops only), each made to bite: (a) a host read in the command that fills
+    the frame; (b) a read hit held at the host stage (the response buffer full, host_rsp not ready) while the
+    next command evicts the frame and fills it, which must wait; (c) a bypass read of a position just written
+    back; (d) a bypass write whose data arrives late while the next command fills the same position, whose
+    flash reads must wait; a write miss whose host write must follow its own dirty victim's writeback reads
+    (grants after 10 cycles); (f) a late bypass write of a resident position (as an errored decision's bypass
+    can be) followed by that position's writeback, which must wait. Without rule (b), (d), (f) or the
+    own-writeback rule in the RTL the host_rsp and line scoreboards fail."""
+    rng = test_rng()
+    cfg = config()
+    L = cfg.lines_per_entry
+    HR = params().get("host_rsp_depth", 4)
+    stim = Stimulus(cfg, rng, p_grant_dirty=0.0, host=True)
+    C = M.Command
+    items = [stim.add(C(0, 0, 0, inserted=1, host=1, line=L - 1)),                     # (a) fill, then read
+             stim.add(C(0, 1, 1, inserted=1, write=1, host=1, line=0), wdata_delay=0)]  # write miss + host write
+    items += [stim.add(C(0, 1, 1, hit=1, host=1, line=i % L)) for i in range(HR)]       # fill the rsp buffer
+    items.append(stim.add(C(0, 0, 0, hit=1, host=1, line=0)))                         # (b) held read of frame 0
+    items.append(stim.add(C(0, 5, 0, inserted=1, victim_valid=1, victim=0)))          # ... frame 0: drop, fill 5
+    items.append(stim.add(C(0, 1, 1, hit=1, write=1, host=1, line=1), wdata_delay=0))
+    items.append(stim.add(C(0, 6, 1, inserted=1, victim_valid=1, victim=1)))          # 1 written back
+    items.append(stim.add(C(0, 1, 1, host=1, line=1)))                                # (c) bypass read of 1
+    items.append(stim.add(C(0, 7, 1, write=1, host=1, line=2 % L), wdata_delay=150))  # (d) late bypass write
+    items.append(stim.add(C(0, 7, 1, inserted=1, victim_valid=1, victim=6)))          # ... fill of 7
+    items.append(stim.add(C(0, 7, 1, hit=1, host=1, line=2 % L)))                     # reads the host's data
+    items.append(stim.add(C(0, 5, 0, hit=1, write=1, host=1, line=0), wdata_delay=0))  # frame 0 dirty
+    items.append(stim.add(C(0, 8, 0, inserted=1, victim_valid=1, victim=5, write=1, host=1, line=0),
+                          wdata_delay=0))    # (own writeback) a write miss's host write after its victim's reads
+    items.append(stim.add(C(0, 8, 0, write=1, host=1, line=1 % L), wdata_delay=100))  # (f) bypass of resident 8
+    items.append(stim.add(C(0, 9, 0, inserted=1, victim_valid=1, victim=8)))          # ... 8 written back after it
+    rsp = [it["res"].host_rsp for it in items if it["res"].host_rsp is not None]
+    assert rsp[HR + 2]["data"] != items[HR + 3]["res"].dram_writes[0][1]     # (b) is visible in the data
+    assert rsp[-4]["data"] == items[-7]["wdata"] and items[-6]["res"].done["fill"]
+    assert items[-3]["res"].flash_writes[0][1] == items[-4]["wdata"] and items[-3]["res"].done["writeback"]
+    assert items[-2]["res"].done["bypass"] and items[-1]["res"].done["writeback"]
+    env = TierEnv(dut, stim, rng, dram_latency=(1, 1), flash_latency=(6, 6), grant_latency=(10, 10), rsp_block=80)
+    env.expect(items)
+    await env.start()
+    await env.drive(items)
+    await env.drain()
+    env.check()
 
 
 @cocotb.test()
@@ -507,18 +755,20 @@ async def test_throughput(dut):
     fl = env_int("CXLKV_TM_FLASH_LATENCY", 8)
     gl = env_int("CXLKV_TM_GRANT_LATENCY", 2)
     n = env_int("CXLKV_TM_COMMANDS", 2000)
+    hk = dict(host=True, p_host=1.0) if HOST else {}     # with host_ops: a host op on every command
     if mix == "hit":
         stim = Stimulus(cfg, rng, p_hit=0.9, p_write=0.3, p_bypass=0.0, p_bad=0.0, p_grant_dirty=0.0,
-                        p_same_frame=0.0, p_refill=0.0)
+                        p_same_frame=0.0, p_refill=0.0, **hk)
     elif mix == "evict":
         stim = Stimulus(cfg, rng, p_hit=0.0, p_write=0.3, p_bypass=0.0, p_bad=0.0, p_grant_dirty=0.0,
-                        p_same_frame=0.0, p_refill=0.0)
+                        p_same_frame=0.0, p_refill=0.0, **hk)
     else:
         raise AssertionError(f"CXLKV_TM_MIX must be hit or evict, not {mix!r}")
     warm = [stim.add(M.Command(q, s, s, inserted=1)) for q in range(cfg.n_queues)
             for s in range(cfg.frames_per_queue)]
     items = warm + [stim.next() for _ in range(n)]
     env = TierEnv(dut, stim, rng, dram_latency=(dl, dl), flash_latency=(fl, fl), grant_latency=(gl, gl))
+
     env.expect(items)
     await env.start()
     await env.drive(warm)
@@ -530,10 +780,11 @@ async def test_throughput(dut):
     cycles = env.last_done_cycle - start_cycle
     measured = env.done_count - start_done
     d = [it["res"].done for it in items[len(warm):]]
-    conf = {"mix": mix, "commands": measured, "hits": sum(x["hit"] for x in d),
+    conf = {"mix": mix, "commands": measured, "host_ops": HOST, "hits": sum(x["hit"] for x in d),
             "writebacks": sum(x["writeback"] for x in d), "fills": sum(x["fill"] for x in d),
             "dram_latency": dl, "flash_latency": fl, "grant_latency": gl, "lines_per_entry": cfg.lines_per_entry,
             "depth": params()["depth"], "buf_lines": params()["buf_lines"]}
     value = round(measured / cycles, 4)
-    dut._log.info("tiermover.commands_per_cycle = %s (%s)", value, conf)
-    report_metric(f"tiermover.commands_per_cycle.{mix}_heavy", value, "commands/cycle", conf)
+    metric = f"tiermover.host_ops_per_cycle.{mix}_heavy" if HOST else f"tiermover.commands_per_cycle.{mix}_heavy"
+    dut._log.info("%s = %s (%s)", metric, value, conf)
+    report_metric(metric, value, "host ops/cycle" if HOST else "commands/cycle", conf)
