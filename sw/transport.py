@@ -248,8 +248,8 @@ class ModelTransport(Transport):
             items.append((kind, x) if kind == "hint" else (kind, x, line_int(row) if x.write else None))
         res = m.lines(items)
         if res is None:
-            raise EventPortError(f"the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
-                                 f"or STATUS.ring_error)")
+            raise EventPortError(f"the device's host data path stalled after 0 of {len(records)} items "
+                                 "(CONTROL.enable = 0, or STATUS.ring_error)")
         routes, decisions, responses = res
         rsp = np.zeros(len(responses), LINE_RSP_DTYPE)
         for i, r in enumerate(responses):
