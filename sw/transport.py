@@ -149,7 +149,8 @@ class Transport(abc.ABC):
     async def accesses(self, records):
         """Stream HDM items (a numpy array of ACCESS_DTYPE) in order into the device's access and
         hint streams; returns (decisions, routes): one DECISION_DTYPE record per event the decode
-        made, one ROUTE_DTYPE record per access."""
+        made, one ROUTE_DTYPE record per access. On a build with the host data path this is
+        :meth:`lines` with zero lines (every write access takes one), its responses dropped."""
         raise TransportError(f"the {self.name} transport cannot inject HDM accesses: on hardware they come "
                              "from CXL.mem traffic (use --transport sim or model)")
 
@@ -228,6 +229,10 @@ class ModelTransport(Transport):
             raise EventPortError(f"access record {int(np.flatnonzero(bad)[0])} does not fit the device's HDM ports")
 
     async def accesses(self, records):
+        import numpy as np
+        if getattr(self.model, "host_data", False):      # the data path serves every access: writes of zero lines
+            dec, routes, _ = await self.lines(records, np.zeros((len(records), LINE_LANES), np.uint16))
+            return dec, routes
         self._check_access_records(records)
         res = self.model.accesses(records_to_items(records))
         if res is None:
@@ -431,6 +436,9 @@ class SimTransport(Transport):
         records = np.ascontiguousarray(records, dtype=ACCESS_DTYPE)
         if not self._has_hdm:
             raise EventPortError("this build of the controller has no tracker (no HDM decode)")
+        if self._has_lines:             # the data path serves every access (a write takes a line): zero lines
+            dec, rt, _ = await self.lines(records, np.zeros((len(records), LINE_LANES), np.uint16))
+            return dec, rt
         decs, routes = [], []
         for lo in range(0, len(records), EVENTS_PER_MESSAGE):
             chunk = records[lo:lo + EVENTS_PER_MESSAGE]

@@ -26,7 +26,7 @@ class LineEcho(wiring.Component):
     """A small top with the controller's streams and the host data path's ports, so that the harness's
     LINES op is checked in seconds, without the controller: one access at a time; address bits [9:6]
     name one of 16 lines of a memory; [11:10] the status, [12] resident, [13] bad, [14] a decision
-    (victim = the tag's low bits). A write takes one ``host_wdata`` item (also when its status is an
+    (victim = the tag's low bits); [15] hangs the top. A write takes one ``host_wdata`` item (also when its status is an
     error; stored only when 0); a read answers the line (0 for an error status)."""
 
     def __init__(self):
@@ -61,7 +61,9 @@ class LineEcho(wiring.Component):
                     p = self.access.payload
                     m.d.sync += [addr.eq(p.addr), write.eq(p.write), tag.eq(p.tag), rt_done.eq(0), rs_done.eq(0),
                                  dec_done.eq(~p.addr[14])]
-                    with m.If(p.write):
+                    with m.If(p.addr[15]):
+                        m.next = "HANG"
+                    with m.Elif(p.write):
                         m.next = "WDATA"
                     with m.Else():
                         m.next = "OUT"
@@ -78,6 +80,8 @@ class LineEcho(wiring.Component):
                 m.d.sync += [rt_done.eq(rt_now), rs_done.eq(rs_now), dec_done.eq(dec_now)]
                 with m.If(rt_now & rs_now & dec_now):
                     m.next = "IDLE"
+            with m.State("HANG"):
+                pass
         return m
 
 
@@ -191,6 +195,15 @@ def test_lines_op_refuses_bad_input(echo):
         with pytest.raises(EventPortError, match="outside 0 .. 65535"):
             asyncio.run(echo.lines(rec, wide))
     _check_echo(echo, rec, lines)                       # the harness still answers after the refusals
+
+
+def test_lines_op_reports_a_stalled_top(echo):
+    """A top that stops answering: the harness gives up after its stall timeout and says how far it got."""
+    rec, lines = _echo_items(np.random.default_rng(6), 6)
+    rec["kind"], rec["addr"] = 0, np.arange(6, dtype=np.uint64) << 6
+    rec["addr"][3] |= 1 << 15
+    with pytest.raises(EventPortError, match="host data path stalled after 4 of 6 items"):
+        asyncio.run(echo.lines(rec, lines))
 
 
 def test_generated_cpp_of_tops_without_the_data_path_is_unchanged():
@@ -581,3 +594,32 @@ def test_lines_refusals(kind):
     finally:
         dev._loop.run_until_complete(t.close())
         dev._loop.close()
+
+
+@needs_rtl
+def test_replay_via_hdm_on_a_host_data_build(sim_host):
+    """``accesses`` on a build with the data path sends zero lines with the writes (the top takes one per
+    write): ``ctl replay --via hdm`` still equals `policy replay --policy hw` and the model, tier
+    counters included."""
+    from cxlkv.models import policy as P
+    from cxlkv.models.trace import Trace
+    rng = np.random.default_rng(12)
+    n = 800
+    steps = np.cumsum(rng.random(n) < 0.1).astype(np.int32)
+    op = (rng.random(n) < 0.2).astype(np.uint8)
+    trace = Trace(steps, rng.integers(0, 2, n).astype(np.uint16), rng.integers(0, 2, n).astype(np.uint16),
+                  rng.integers(0, 24, n).astype(np.uint32), op, np.where(op == 0, rng.random(n) ** 3, 0).astype(np.float32),
+                  2, 2).validate()
+    outs = []
+    for t in (sim_host, ModelTransport(**HOST)):
+        dev = _device(t)
+        try:
+            outs.append(dev.replay(trace, 3, via="hdm"))
+            outs[-1].pop("transport")
+        finally:
+            dev._loop.close()
+    assert outs[0] == outs[1]
+    exp = P.replay(trace, "hw", 3).summary()
+    assert {k: outs[0][k] for k in ("reads", "read_hits", "writes", "evictions", "no_victim")} == \
+        {k: exp[k] for k in ("reads", "read_hits", "writes", "evictions", "no_victim")}
+    assert outs[0]["tier_bad_commands"] == 0 and outs[0]["evictions"] > 50
