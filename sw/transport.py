@@ -246,8 +246,8 @@ class ModelTransport(Transport):
         m = self.model
         if m.hdm is None or not getattr(m, "host_data", False):
             raise EventPortError("this build of the controller has no host data path (build it with host_data=True)")
-        self._check_access_records(records)
         data = line_data(records, data)
+        self._check_access_records(records)
         items = []
         for (kind, x), row in zip(records_to_items(records), data):
             items.append((kind, x) if kind == "hint" else (kind, x, line_int(row) if x.write else None))

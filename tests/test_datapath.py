@@ -13,7 +13,8 @@ from amaranth.lib.wiring import In, Out
 
 from cxlkv.models import hdm as MH
 from cxlkv.sw.transport import (ACCESS_DTYPE, LINE_RSP_DTYPE, RSP_BAD, RSP_RESIDENT, RSP_WRITE, EventPortError,
-                                MmioTransport, ModelTransport, SimTransport, TransportError, access_records)
+                                MmioTransport, ModelTransport, SimTransport, TransportError, access_records, int_line,
+                                line_int)
 
 # ------------------------------------------------------------------ the LINES op on a stand-in top
 
@@ -27,7 +28,8 @@ class LineEcho(wiring.Component):
     LINES op is checked in seconds, without the controller: one access at a time; address bits [9:6]
     name one of 16 lines of a memory; [11:10] the status, [12] resident, [13] bad, [14] a decision
     (victim = the tag's low bits); [15] hangs the top. A write takes one ``host_wdata`` item (also when its status is an
-    error; stored only when 0); a read answers the line (0 for an error status)."""
+    error; stored only when 0); a read answers the line rotated right by 8 bits (0 for an error status), so
+    that a harness placing lanes or bytes wrongly both ways cannot pass."""
 
     def __init__(self):
         from cxlkv.hdl.controller import Controller
@@ -52,7 +54,7 @@ class LineEcho(wiring.Component):
         m.d.comb += [rt.tag.eq(tag), rt.write.eq(write), rt.status.eq(status), rt.event.eq(addr[14]),
                      rt.position.eq(idx), rt.addr.eq(addr),
                      rs.tag.eq(tag), rs.write.eq(write), rs.status.eq(status), rs.resident.eq(addr[12]),
-                     rs.bad.eq(addr[13]), rs.data.eq(Mux(write | (status != 0), 0, rd.data)),
+                     rs.bad.eq(addr[13]), rs.data.eq(Mux(write | (status != 0), 0, rd.data.rotate_right(8))),
                      dec.victim.eq(tag), dec.hit.eq(1)]
         with m.FSM():
             with m.State("IDLE"):
@@ -99,7 +101,8 @@ def echo_expected(records, lines):
         if write and status == 0:
             mem[idx] = row.copy()
         elif not write and status == 0:
-            line = mem.get(idx, np.zeros(32, np.uint16)).copy()
+            v = line_int(mem.get(idx, np.zeros(32, np.uint16)))
+            line = int_line(v >> 8 | (v & 0xFF) << 504).copy()
         if ev:
             decs.append(tag & 63)
         routes.append((write, status, ev, idx))
