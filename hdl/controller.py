@@ -26,6 +26,7 @@ from cxlkv.hdl._tiermem import TierMemory
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.hdl.phase import PhaseDetector
 from cxlkv.hdl.prefetch import PrefetchEngine
+from cxlkv.hdl.quant import LineDequantizer, LineQuantizer
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
@@ -35,8 +36,8 @@ from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
 from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS,
                                      PREFETCH_ENGINE_COUNTERS, PREFETCH_PARAMS, PREFETCH_SOURCES, TIER_COUNTERS,
-                                     TIER_DEFAULTS, TIER_PROTO, check_n_buckets, check_tier_geometry, max_slots,
-                                     tier_placement, tracker_placement)
+                                     TIER_DEFAULTS, TIER_PROTO, check_host_data, check_n_buckets, check_tier_geometry,
+                                     max_slots, tier_entry, tier_placement, tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
@@ -48,6 +49,12 @@ TIER_MEMORY_PORTS = ("dram_req", "dram_resp", "flash_req", "flash_resp")
 #: write bits of the events inside the tracker, waiting for their decisions (the decision does not
 #: carry it); a full queue holds the event sources
 WRITE_QUEUE_DEPTH = 32
+#: the host data path's response for every access, in access order (``host_rsp``)
+HOST_RSP_LAYOUT = data.StructLayout({"tag": 16, "write": 1, "status": 2, "resident": 1, "bad": 1, "data": 512})
+#: accesses between the route and their response (the order queue) and host line ops between the
+#: route and their tier command (the line queue): deep enough for the tracker's records in flight
+#: (WRITE_QUEUE_DEPTH), the mover's ring and the quantizers' stages
+HOST_QUEUE_DEPTH = 64
 
 
 def _previous(m, held, cnt, name):
@@ -143,9 +150,9 @@ class Controller(wiring.Component):
     """
 
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
-                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=TIER_DEFAULTS["tier_lines"],
-                 tier_line_bits=TIER_DEFAULTS["tier_line_bits"], tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True):
+                 n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
+                 tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
+                 prefetch=True, host_data=False):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
@@ -153,6 +160,8 @@ class Controller(wiring.Component):
         self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
         try:
             self.tiers = tier_placement(tiers, self.placement)
+            self.host_data = check_host_data(host_data, self.tiers)
+            tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
                 raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
@@ -181,6 +190,9 @@ class Controller(wiring.Component):
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
+            if self.host_data:                          # write data in, a response per access out
+                ports["host_wdata"] = In(stream.Signature(512))
+                ports["host_rsp"] = Out(stream.Signature(HOST_RSP_LAYOUT))
             if self.tiers == "external":                # the tier mover's memory ports, same directions
                 probe = self._new_tiermover()
                 probe._MustUse__silence = True
@@ -191,7 +203,8 @@ class Controller(wiring.Component):
     def _new_tiermover(self):
         g = self.geom
         return TierMover(n_queues=g.n_queues, n_positions=g.n_positions, frames_per_queue=self.max_budget,
-                         lines_per_entry=self.tier_lines, line_bits=self.tier_line_bits, depth=self.tier_depth)
+                         lines_per_entry=self.tier_lines, line_bits=self.tier_line_bits, depth=self.tier_depth,
+                         **({"host_ops": True} if self.host_data else {}))
 
     def _new_hdm(self):
         return Hdm(self.n_layers, self.n_kv_heads, 1 << self.entries_log2, **HDM_PARAMS)
@@ -249,15 +262,15 @@ class Controller(wiring.Component):
         m.d.comb += [ext.rdata.eq(rdata), ext.err.eq(err)]
 
         if self.geom is not None:
-            self._elaborate_tracker(m, regs, cold)
+            self._elaborate_tracker(m, regs, cold, fmt)
         return m
 
-    def _elaborate_tracker(self, m, regs, cold):  # noqa: C901 (one top, wired in one place)
+    def _elaborate_tracker(self, m, regs, cold, fmt):  # noqa: C901 (one top, wired in one place)
         g = self.geom
         trk = self._new_tracker()
         self._write_queue_full = Signal()             # set by _elaborate_decisions
         self._prefetch_hold = Signal()                # set by _elaborate_prefetch
-        m.d.comb += [regs.caps_tracker.eq(1), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
+        m.d.comb += [regs.caps_tracker.eq(1), regs.caps_quant.eq(int(self.host_data)), regs.hw_ring_buckets_log2.eq(g.n_buckets.bit_length() - 1),
                      regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
         # CONTROL.enable = 0 holds the tracker (and its memory sweep) in reset: a replay starts
@@ -308,7 +321,6 @@ class Controller(wiring.Component):
             trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
             trk.victim_req.valid.eq(0),               # no background eviction yet
-            trk.lookup.valid.eq(0),                   # no host data path yet (docs/architecture.md, "Next")
             trk.victim_resp.ready.eq(1),
         ]
 
@@ -368,7 +380,14 @@ class Controller(wiring.Component):
         m.d.sync += [hhold.eq(hdm.hint.valid & ~hdm.hint.ready), hcur.eq(hsel)]
         with m.If(hsel & hdm.hint.valid & hdm.hint.ready):
             m.d.sync += held_valid.eq(0)
-        wiring.connect(m, hdm.route, wiring.flipped(self.route))
+        self._lk_take = Signal()                      # the tracker takes a lookup (host data path)
+        self._lk_write = Signal()
+        hdm_ev_gate = Const(1, 1)
+        if self.host_data:
+            hdm_ev_gate = self._elaborate_host_side(m, regs, trk, held, hdm, fmt, open_)
+        else:
+            wiring.connect(m, hdm.route, wiring.flipped(self.route))
+            m.d.comb += trk.lookup.valid.eq(0)        # lookups come from the host data path only
 
         def in_use(reg, built):
             """A geometry register: 0 is the built value; above it saturates to built + 1 (refused)."""
@@ -395,14 +414,17 @@ class Controller(wiring.Component):
         sel = Signal()
         hold = Signal()
         cur = Signal()
+        hdm_ev_valid = Signal()
         m.d.comb += [
-            sel.eq(Mux(hold, cur, hdm.event.valid)),
+            hdm_ev_valid.eq(hdm.event.valid & hdm_ev_gate),
+            sel.eq(Mux(hold, cur, hdm_ev_valid)),
             trk.event.payload.eq(Mux(sel, hdm.event.payload, self.event.payload)),
-            trk.event.valid.eq(Mux(sel, hdm.event.valid, self.event.valid) & open_),
-            hdm.event.ready.eq(sel & trk.event.ready & open_),
+            trk.event.valid.eq(Mux(sel, hdm_ev_valid, self.event.valid) & open_),
+            hdm.event.ready.eq(sel & hdm_ev_gate & trk.event.ready & open_),
             self.event.ready.eq(~sel & trk.event.ready & open_),
         ]
         m.d.sync += [hold.eq(trk.event.valid & ~trk.event.ready), cur.eq(sel)]
+        self._hdm_sel = sel
         tier_steps, tier_busy = {}, Const(0, 1)
         self._phase_decode = Signal()                 # the phase detector's (below), for the prefetch engine
         if self.tiers == "none" and not self.prefetch:
@@ -493,6 +515,110 @@ class Controller(wiring.Component):
         m.d.comb += regs.coldlist_drops_count.eq(drops)
 
 
+    def _elaborate_host_side(self, m, regs, trk, held, hdm, fmt, open_):
+        """The host data path's front (docs/controller.md, "Host data path"): every route goes to the
+        ``route`` port and to a sequencer that serves the routes in access order. A line-0 route's
+        event is let into the tracker (the HDM decode's event is gated until its route is at the
+        head: events and lookups enter the tracker in access order); a line 1 ... route becomes a
+        tracker lookup; either pushes the access onto the order queue and its line onto the line
+        queue, and a write's data, with the queue's format from the FMT table, into the quantizer.
+        A route in error (or a line beyond the mover's entry) is answered from the order queue
+        alone; a write's data is taken and dropped. Returns the HDM event gate."""
+        r = hdm.route
+        R = r.payload
+        lb = max(1, (self.tier_lines - 1).bit_length())
+        # route fork: the port and the sequencer each take every route once
+        took_port, took_seq = Signal(), Signal()
+        seq_take = Signal()
+        m.d.comb += [
+            self.route.payload.eq(R),
+            self.route.valid.eq(r.valid & ~took_port),
+            r.ready.eq((self.route.ready | took_port) & (seq_take | took_seq)),
+        ]
+        route_fire = Signal()
+        m.d.comb += route_fire.eq(r.valid & r.ready)
+        for t, took in ((took_port, self.route.valid & self.route.ready), (took_seq, seq_take)):
+            with m.If(held | route_fire):
+                m.d.sync += t.eq(0)
+            with m.Elif(took):
+                m.d.sync += t.eq(1)
+
+        # the order queue: one entry per access {direct, tag, write, status, bad}; the line queue
+        order_layout = data.StructLayout({"direct": 1, "tag": 16, "write": 1, "status": 2, "bad": 1})
+        m.submodules.host_order = oq = ResetInserter(held)(SyncFIFO(width=order_layout.size, depth=HOST_QUEUE_DEPTH))
+        m.submodules.host_lines = lq = ResetInserter(held)(SyncFIFO(width=lb, depth=HOST_QUEUE_DEPTH))
+        m.submodules.quantizer = qz = ResetInserter(held)(LineQuantizer(tag_width=1))
+        self._host_order, self._host_lines, self._quantizer = oq, lq, qz
+        fmt_dp = fmt.read_port(domain="comb")         # the queue's storage format (static while traffic flows)
+        m.d.comb += [fmt_dp.addr.eq(R.queue), qz.i.payload.fmt.eq(fmt_dp.data),
+                     qz.i.payload.data.eq(self.host_wdata.payload), qz.i.payload.tag.eq(0)]
+
+        at = Signal()                                 # a route waits for the sequencer
+        ok = Signal()
+        direct = Signal()                             # answered from the order queue alone
+        room = Signal()                               # queues and (a write) its data and the quantizer
+        data_in = Signal()
+        m.d.comb += [
+            at.eq(r.valid & ~took_seq),
+            ok.eq(R.status == 0),
+            direct.eq(~ok | (~R.event & (R.line >= self.tier_lines))),
+            data_in.eq(~R.write | self.host_wdata.valid),
+            room.eq(oq.w_rdy & lq.w_rdy & data_in & (~R.write | direct | qz.i.ready)),
+        ]
+        gate = Signal()                               # the HDM decode's event may enter the tracker
+        ev_take = Signal()
+        lk = trk.lookup
+        m.d.comb += [
+            gate.eq(at & ~direct & R.event & room),
+            ev_take.eq(hdm.event.valid & hdm.event.ready),
+            lk.payload.layer.eq(R.layer), lk.payload.head.eq(R.head), lk.payload.position.eq(R.position),
+            lk.valid.eq(at & ~direct & ~R.event & room & open_),
+            self._lk_take.eq(lk.valid & lk.ready),
+            self._lk_write.eq(R.write),
+            seq_take.eq((at & direct & room) | ev_take | self._lk_take),
+        ]
+        served = Signal()
+        m.d.comb += [
+            served.eq(ev_take | self._lk_take),
+            oq.w_en.eq(seq_take),
+            oq.w_data.eq(Cat(direct, R.tag, R.write, R.status, ok & direct)),
+            lq.w_en.eq(served),
+            lq.w_data.eq(R.line[:lb]),
+            self.host_wdata.ready.eq(seq_take & R.write),
+            qz.i.valid.eq(served & R.write),
+        ]
+        return gate
+
+    def _elaborate_host_rsp(self, m, held, tm):
+        """The host data path's back: the mover's host responses through the dequantizer, merged with
+        the order queue's direct answers into ``host_rsp``, in access order."""
+        oq = self._host_order
+        order_layout = data.StructLayout({"direct": 1, "tag": 16, "write": 1, "status": 2, "bad": 1})
+        head = Signal(order_layout)
+        m.d.comb += head.eq(oq.r_data)
+        m.submodules.dequantizer = dq = ResetInserter(held)(LineDequantizer(tag_width=3))
+        hr = tm.host_rsp.payload
+        m.d.comb += [
+            dq.i.payload.eq(Cat(hr.write, hr.resident, hr.bad, hr.data)),
+            dq.i.valid.eq(tm.host_rsp.valid),
+            tm.host_rsp.ready.eq(dq.i.ready),
+        ]
+        o = self.host_rsp
+        d = dq.o.payload
+        use = Signal()                                # the head waits for the mover's answer
+        m.d.comb += [
+            use.eq(oq.r_rdy & ~head.direct),
+            o.valid.eq(oq.r_rdy & (head.direct | dq.o.valid)),
+            o.payload.tag.eq(head.tag),
+            o.payload.write.eq(head.write),
+            o.payload.status.eq(head.status),
+            o.payload.resident.eq(Mux(head.direct, 0, d.tag[1])),
+            o.payload.bad.eq(Mux(head.direct, head.bad, d.tag[2] | (d.bad & ~head.write))),
+            o.payload.data.eq(Mux(head.direct | head.write, 0, d.data)),
+            oq.r_en.eq(o.valid & o.ready),
+            dq.o.ready.eq(use & o.ready),
+        ]
+
     def _elaborate_decisions(self, m, regs, trk, held):
         """Where the tracker's decisions go (docs/controller.md, "Tier mover", "Prefetch"): a fork that
         lets a decision go once every side that wants it has taken it (each side taken once): demand
@@ -500,26 +626,36 @@ class Controller(wiring.Component):
         prefetch decisions that inserted); demand decisions without ``error`` to the prefetch engine's
         ``acc``. Beside the tracker, the write bit of every event and prefetch it accepts (prefetches: 0),
         in order, until its decision leaves. Returns (decision fire, counter steps, busy)."""
-        m.submodules.write_queue = wq = ResetInserter(held)(SyncFIFO(width=1, depth=WRITE_QUEUE_DEPTH))
+        # {write, host}: host = an access of the host data path (an HDM event or a lookup)
+        m.submodules.write_queue = wq = ResetInserter(held)(SyncFIFO(width=2 if self.host_data else 1,
+                                                                     depth=WRITE_QUEUE_DEPTH))
         dec, out = trk.decision, self.decision
         d = dec.payload
         is_pf = d.prefetch if self.prefetch else Const(0, 1)
+        is_lk = d.lookup if self.host_data else Const(0, 1)
+        self._wq_write = wq.r_data[0]
         fire = Signal()
         pf_take = Signal()                            # the tracker takes a prefetch insert this cycle
         ev_take = Signal()
         m.d.comb += [
             self._write_queue_full.eq(~wq.w_rdy),
             ev_take.eq(trk.event.valid & trk.event.ready),
-            wq.w_en.eq(ev_take | pf_take), wq.w_data.eq(ev_take & trk.event.payload.write),
-            wq.r_en.eq(fire),
+            wq.w_en.eq(ev_take | pf_take | self._lk_take), wq.r_en.eq(fire),
         ]
-        sides = [("out", out, ~is_pf)]
+        if self.host_data:                            # an HDM event (the arbiter's choice) or a lookup
+            hdm_ev = Signal()
+            m.d.comb += [hdm_ev.eq(ev_take & self._hdm_sel),
+                         wq.w_data.eq(Cat((ev_take & trk.event.payload.write) | (self._lk_take & self._lk_write),
+                                          hdm_ev | self._lk_take))]
+        else:
+            m.d.comb += wq.w_data.eq(ev_take & trk.event.payload.write)
+        sides = [("out", out, ~is_pf & ~is_lk)]
         if self.tiers != "none":
             tm = self._new_tiermover()
             sides.append(("cmd", tm.cmd, ~is_pf | (d.inserted & ~d.error)))
         if self.prefetch:
             pf = PrefetchEngine(queue_bits=len(d.layer) + len(d.head), pos_width=len(d.position), **PREFETCH_PARAMS)
-            sides.append(("acc", pf.acc, ~is_pf & ~d.error))
+            sides.append(("acc", pf.acc, ~is_pf & ~is_lk & ~d.error))
         took = {}
         ready_terms = []
         for name, port, want in sides:
@@ -576,7 +712,7 @@ class Controller(wiring.Component):
             # every demand decision that is not an error: queue {layer, head}, the event's write bit
             pf.acc.payload.queue.eq(Cat(d.head, d.layer)),
             pf.acc.payload.pos.eq(d.position),
-            pf.acc.payload.write.eq(wq.r_data),
+            pf.acc.payload.write.eq(self._wq_write),
             pf.acc.payload.hit.eq(d.hit),
         ]
         # residency lookups: answered "not resident", one clock after the request
@@ -613,7 +749,8 @@ class Controller(wiring.Component):
         demand_open = Signal(range(2 * WRITE_QUEUE_DEPTH + 1))
         pf_open = Signal(range(2 * WRITE_QUEUE_DEPTH + 1))
         reached = Signal()                            # a demand decision reaches the engine (or leaves as an error)
-        m.d.comb += reached.eq((pf.acc.valid & pf.acc.ready) | (fire & ~is_pf & d.error))
+        is_lk = d.lookup if self.host_data else Const(0, 1)
+        m.d.comb += reached.eq((pf.acc.valid & pf.acc.ready) | (fire & ~is_pf & ~is_lk & d.error))
         m.d.sync += [demand_open.eq(demand_open + ev_take - reached),
                      pf_open.eq(pf_open + pf_take - (fire & is_pf))]
         with m.If(held):
@@ -661,8 +798,21 @@ class Controller(wiring.Component):
             cmd.payload.inserted.eq(d.inserted & ~d.error),
             cmd.payload.victim_valid.eq(d.victim_valid & moves),
             cmd.payload.victim.eq(Mux(moves, d.victim, 0)),
-            cmd.payload.write.eq(wq.r_data),
+            cmd.payload.write.eq(self._wq_write),
         ]
+        if self.host_data:
+            # the access's host line op rides on its command; a write's record from the quantizer
+            lq, qz = self._host_lines, self._quantizer
+            host = wq.r_data[1]
+            m.d.comb += [
+                cmd.payload.host.eq(host),
+                cmd.payload.line.eq(lq.r_data),
+                lq.r_en.eq(cmd.valid & cmd.ready & host),
+                tm.host_wdata.valid.eq(qz.o.valid),
+                tm.host_wdata.payload.eq(qz.o.payload.as_value()[1:]),    # the record without its tag
+                qz.o.ready.eq(tm.host_wdata.ready),
+            ]
+            self._elaborate_host_rsp(m, held, tm)
 
         # the evict permission: no BI-snoop engine in the top yet (HDM-H: no host caching), so each
         # request is granted at once with dirty_from_host = 0, through a one-request register
@@ -709,6 +859,8 @@ class Controller(wiring.Component):
             return _pulse(m, held, getattr(tm, name), f"tier_{name}")
         steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
         steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
+        if self.host_data:                            # lines the quantizer stored raw (Inf/NaN)
+            steps["QUANT_RAW_LINES"] = _pulse(m, held, self._quantizer.raw_lines, "quant_raw_lines")
         busy = Signal()
         m.d.comb += busy.eq(~tm.idle | gv)
         return steps, busy
@@ -716,6 +868,8 @@ class Controller(wiring.Component):
 
 def verilog_tops():
     return {"controller": lambda: Controller(),
+            # the host data path: quantizer records of 8 lines per entry in the tier memories
+            "controller_host_data": lambda: Controller(host_data=True),
             # the full Llama-70B geometry must elaborate and lint, with the tracker's memories
             # as ports (device DRAM) and 256 slots per queue on chip (the tracker's tracker_full)
             "controller_llama70b": lambda: Controller(n_layers=80, n_kv_heads=8, entries_log2=17,

@@ -271,7 +271,7 @@ class ControllerModel:
         self.tracker = None                     # a TrackerModel while CONTROL.enable = 1
         self._host = None                       # the host line op of the access being served (lines)
         self._host_rsp = None
-        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS",
+        self.counts = dict.fromkeys((*COUNTER_SOURCES, *OWN_COUNTERS, *TIER_COUNTERS, "TIER_PROTO_ERRORS", "QUANT_RAW_LINES",
                                      *PREFETCH_SOURCES, *PREFETCH_ENGINE_COUNTERS), 0)
         self._publish()
 
@@ -470,7 +470,9 @@ class ControllerModel:
                 wdata = None
                 if route.write:
                     fmt = self.formats.formats[route.queue]
-                    wdata = Q.record_words(Q.quantize_records(Q.line_bits(data or 0)[None, :], fmt))[0]
+                    rec = Q.quantize_records(Q.line_bits(data or 0)[None, :], fmt)
+                    self.counts["QUANT_RAW_LINES"] += int(rec.raw[0])
+                    wdata = Q.record_words(rec)[0]
                 self._host = (route.line, wdata)
                 if ev is not None:
                     decisions.append(self._event(ev.layer, ev.head, ev.position, ev.write, ev.sample, ev.step))
