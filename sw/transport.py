@@ -236,8 +236,8 @@ class ModelTransport(Transport):
         self._check_access_records(records)
         res = self.model.accesses(records_to_items(records))
         if res is None:
-            raise EventPortError(f"the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
-                                 f"or STATUS.ring_error)")
+            raise EventPortError("the device's HDM decode stalled (no tracker in this build, CONTROL.enable = 0, "
+                                 "or STATUS.ring_error)")
         routes, decisions = res
         return _decision_records(decisions), _route_records(routes)
 
