@@ -17,6 +17,13 @@ It also checks the device, all the time:
 * every line the policy gets ``Released`` carries ``truth`` and the host holds no copy;
 * the device's filter always covers the host's real state (:meth:`check_filter`).
 
+Optional (the defaults keep the behaviour above): ``data_check(line, data, truth)``
+replaces the MemData comparison (e.g. a device that stores lines quantized, or a
+scoreboard that records mismatches instead of raising); ``early_answer=True`` answers
+a snoop that conflicts with a request whose Cmp has come but whose MemData has not,
+at the BIConflictAck, from the state the Cmp granted (a device whose data can wait for
+that snoop's answer needs it); ``new_value(line)`` makes the host's store values.
+
 The class is transport free: ``issue()`` and ``receive()`` return the M2S messages to
 send, as ``(channel, fields)`` with the integer fields of ``cxlkv.models.bisnoop``.
 """
@@ -45,6 +52,7 @@ class Pending:
     grant: int = -1
     data: int = 0
     for_snoop: bool = False   # a writeback answering a snoop: BIRsp follows its Cmp
+    early: bool = False       # its grant is applied (a snoop was answered from it); data to come
 
 
 @dataclass
@@ -58,8 +66,9 @@ class SnoopWait:
 
 
 class HostCache:
-    def __init__(self, lines, data_width, rng, bi_id=0):
+    def __init__(self, lines, data_width, rng, bi_id=0, data_check=None, early_answer=False, new_value=None):
         self.lines, self.dw, self.rng, self.bi_id = lines, data_width, rng, bi_id
+        self.data_check, self.early_answer, self.new_value = data_check, early_answer, new_value
         self.state = [I] * lines
         self.data = [0] * lines
         self.truth = [0] * lines            # newest value the host wrote (memory starts at 0)
@@ -69,7 +78,8 @@ class HostCache:
         self.conflicts: dict[int, int] = {} # BIConflict tag -> line, until its BIConflictAck
         self.next_tag = 1
         self.stats = {"reads": 0, "writes": 0, "writebacks": 0, "clean_evicts": 0, "snoops": 0,
-                      "conflicts": 0, "conflict_ack_first": 0, "conflict_cmp_first": 0, "released": 0}
+                      "conflicts": 0, "conflict_ack_first": 0, "conflict_cmp_first": 0, "released": 0,
+                      "early_answers": 0}
 
     # -- helpers ---------------------------------------------------------------------------
     def _tag(self, line):
@@ -120,7 +130,7 @@ class HostCache:
             return []
         if st in (E, MOD):
             if r < 0.5:                                    # store: silent upgrade
-                v = rng.getrandbits(self.dw)
+                v = rng.getrandbits(self.dw) if self.new_value is None else self.new_value(line)
                 self.state[line], self.data[line], self.truth[line] = MOD, v, v
                 self.stats["writes"] += 1
                 return []
@@ -165,7 +175,9 @@ class HostCache:
                 raise HostCheckError(f"MemData with tag {m['tag']} matches no read")
             if m["opcode"] != M.MEM_DATA:
                 raise HostCheckError(f"line {line}: read answered {m['opcode']} (MemData-NXM?)")
-            if m["data"] != self.truth[line]:
+            if self.data_check is not None:
+                self.data_check(line, m["data"], self.truth[line])
+            elif m["data"] != self.truth[line]:
                 raise HostCheckError(f"line {line}: MemData {m['data']:#x} but the newest write was "
                                      f"{self.truth[line]:#x}: stale data")
             p.got_data, p.data = True, m["data"]
@@ -186,6 +198,11 @@ class HostCache:
                     return self._answer(line)
                 self.stats["conflict_cmp_first"] += 1           # ordered first: answer once it is done
                 if p is not None:
+                    if self.early_answer and p.need_data and not p.got_data:
+                        if not p.early:                     # ordered first: its state now, data later
+                            self._grant(line, p)
+                        self.stats["early_answers"] += 1
+                        return self._answer(line)
                     sn.after_request = True
                     return []
                 return self._answer(line)
@@ -204,6 +221,24 @@ class HostCache:
         del self.pending[line]
         self.by_tag.pop(p.tag, None)
         out = []
+        if p.early:                                          # state applied at the snoop's answer
+            if self.state[line] != I:
+                self.data[line] = p.data
+        else:
+            self._grant(line, p)
+            if p.kind in ("rd_s", "rd_a"):
+                self.data[line] = p.data
+        sn = self.snoops.get(line)
+        if sn is not None:
+            if p.for_snoop:                                  # writeback done: now the BIRsp
+                out.append(self._birsp(line, sn))
+            elif sn.after_request:                           # Cmp came before the BIConflictAck
+                out += self._answer(line)
+        return out
+
+    def _grant(self, line, p):
+        """The host state a completed (or Cmp-ordered) request leaves; checks its grant."""
+        p.early = True
         if p.kind == "rd_check" and p.grant != M.CMP:
             raise HostCheckError(f"line {line}: a MetaField NoOp read answered with NDR opcode {p.grant}")
         if p.kind in ("rd_s", "rd_a", "inv_a"):
@@ -214,14 +249,6 @@ class HostCache:
                 self.state[line] = E                         # held S, data already current
             else:
                 self.state[line] = S if p.kind == "rd_s" else E
-                self.data[line] = p.data
-        sn = self.snoops.get(line)
-        if sn is not None:
-            if p.for_snoop:                                  # writeback done: now the BIRsp
-                out.append(self._birsp(line, sn))
-            elif sn.after_request:                           # Cmp came before the BIConflictAck
-                out += self._answer(line)
-        return out
 
     def _bisnp(self, m):
         line = m["addr"]
@@ -264,21 +291,23 @@ class HostCache:
         return ("m2s_birsp", {"opcode": op, "bi_id": self.bi_id, "bitag": sn.bitag, "low_addr": 0})
 
     # -- checks on the device's side ---------------------------------------------------------------
-    def released(self, rsp):
-        """A policy_rsp from the device: a Released line must be I here and carry the newest data."""
+    def released(self, rsp, check_data=True):
+        """A policy_rsp from the device: a Released line must be I here and carry the newest data
+        (``check_data=False``: the state only, for a device whose policy answer carries no line)."""
         if rsp["op"] != M.R_RELEASED:
             return
         line = rsp["addr"]
         self.stats["released"] += 1
         if self.state[line] != I:
             raise HostCheckError(f"line {line} released while the host holds it {self.state[line]}")
-        if rsp["data"] != self.truth[line]:
+        if check_data and rsp["data"] != self.truth[line]:
             raise HostCheckError(f"line {line} released with {rsp['data']:#x}, newest write {self.truth[line]:#x}: "
                                  "dirty data lost")
 
-    def check_filter(self, filter_state):
-        """The device's filter covers the host's real state on every line (invariant 7)."""
-        for line, st in enumerate(self.state):
+    def check_filter(self, filter_state, lines=None):
+        """The device's filter covers the host's real state on every line (or on ``lines``; invariant 7)."""
+        for line in (range(self.lines) if lines is None else lines):
+            st = self.state[line]
             if filter_state[line] < COVER[st]:
                 raise HostCheckError(f"line {line}: host holds {st} but the filter says "
                                      f"{M.STATE_NAMES[filter_state[line]]}")
