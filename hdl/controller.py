@@ -23,6 +23,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl._tiermem import TierMemory
+from cxlkv.hdl.bisnoop import CHANNELS as BI_CHANNELS
+from cxlkv.hdl.bisnoop import BISnoopEngine
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.hdl.phase import PhaseDetector
 from cxlkv.hdl.prefetch import PrefetchEngine
@@ -31,13 +33,15 @@ from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
 from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
+from cxlkv.models import bisnoop as MB
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
 from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS,
                                      PREFETCH_ENGINE_COUNTERS, PREFETCH_PARAMS, PREFETCH_SOURCES, TIER_COUNTERS,
-                                     TIER_DEFAULTS, TIER_PROTO, check_host_data, check_n_buckets, check_tier_geometry,
-                                     max_slots, tier_entry, tier_placement, tracker_placement)
+                                     TIER_DEFAULTS, TIER_PROTO, BI_ACCESS_DEPTH, BI_PARK_DEPTH, BI_PROTO_KINDS, BI_TICK_CYCLES,
+                                     bisnoop_lines, check_bisnoop, check_host_data, check_n_buckets,
+                                     check_tier_geometry, max_slots, tier_entry, tier_placement, tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
 FMT_DATA = regmap.BY_NAME["FMT_DATA"]
@@ -55,6 +59,12 @@ HOST_RSP_LAYOUT = data.StructLayout({"tag": 16, "write": 1, "status": 2, "reside
 #: route and their tier command (the line queue): deep enough for the tracker's records in flight
 #: (WRITE_QUEUE_DEPTH), the mover's ring and the quantizers' stages
 HOST_QUEUE_DEPTH = 64
+#: the CXL.mem channels of the top with the BI-snoop engine (its layouts, 512-bit data)
+BI_HOST_CHANNELS = ("m2s_req", "m2s_rwd", "m2s_birsp", "s2m_ndr", "s2m_drs", "s2m_bisnp")
+#: the RwD opcode a partial MemWrPtl reaches the engine with (reserved: bad_msg, Cmp, nothing written)
+BI_RWD_REFUSED = 7
+#: cycles the evict gate waits before asking again for a line the engine answered Busy
+BI_RETRY_CYCLES = 16
 
 
 def _previous(m, held, cnt, name):
@@ -152,7 +162,7 @@ class Controller(wiring.Component):
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True, host_data=False):
+                 prefetch=True, host_data=False, bisnoop=False):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
@@ -161,6 +171,7 @@ class Controller(wiring.Component):
         try:
             self.tiers = tier_placement(tiers, self.placement)
             self.host_data = check_host_data(host_data, self.tiers)
+            self.bisnoop = check_bisnoop(bisnoop, self.host_data)
             tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
@@ -186,11 +197,17 @@ class Controller(wiring.Component):
             probe = self._new_hdm()
             probe._MustUse__silence = True
             for name in ("access", "hint", "route"):
+                if name == "access" and self.bisnoop:
+                    continue                            # the accesses come from the CXL.mem side
                 ports[name] = probe.signature.members[name]
             if self.placement == "external":            # the tracker's memory ports, same directions
                 for name in self._memory_ports():
                     ports[name] = self._tracker_ports[name]
-            if self.host_data:                          # write data in, a response per access out
+            if self.bisnoop:                            # CXL.mem messages (the BI-snoop engine's layouts)
+                for name in BI_HOST_CHANNELS:
+                    d, lay = BI_CHANNELS[name]
+                    ports[name] = d(stream.Signature(lay(512)))
+            elif self.host_data:                        # write data in, a response per access out
                 ports["host_wdata"] = In(stream.Signature(512))
                 ports["host_rsp"] = Out(stream.Signature(HOST_RSP_LAYOUT))
             if self.tiers == "external":                # the tier mover's memory ports, same directions
@@ -346,8 +363,17 @@ class Controller(wiring.Component):
         hdm = self._new_hdm()
         m.submodules.hdm = ResetInserter(held)(hdm)
         en = regs.control_enable
-        m.d.comb += [hdm.access.payload.eq(self.access.payload), hdm.access.valid.eq(self.access.valid & en),
-                     self.access.ready.eq(hdm.access.ready & en)]
+        if self.bisnoop:                              # the CXL.mem side feeds the data path (below)
+            self._access = hdm.signature.members["access"].signature.flip().create(path=("bi_access",))
+            self._host_wdata = stream.Signature(512).flip().create(path=("bi_wdata",))
+            self._host_rsp = stream.Signature(HOST_RSP_LAYOUT).create(path=("bi_rsp",))
+        elif self.host_data:
+            self._access, self._host_wdata, self._host_rsp = self.access, self.host_wdata, self.host_rsp
+        else:
+            self._access = self.access
+        acc = self._access
+        m.d.comb += [hdm.access.payload.eq(acc.payload), hdm.access.valid.eq(acc.valid & en),
+                     acc.ready.eq(hdm.access.ready & en)]
 
         # hints: the hint port, and the register push (HINT_PUSH) through a one-hint holding
         # register; the held one goes first, the choice held while an offer waits
@@ -551,7 +577,7 @@ class Controller(wiring.Component):
         self._host_order, self._host_lines, self._quantizer = oq, lq, qz
         fmt_dp = fmt.read_port(domain="comb")         # the queue's storage format (static while traffic flows)
         m.d.comb += [fmt_dp.addr.eq(R.queue), qz.i.payload.fmt.eq(fmt_dp.data),
-                     qz.i.payload.data.eq(self.host_wdata.payload), qz.i.payload.tag.eq(0)]
+                     qz.i.payload.data.eq(self._host_wdata.payload), qz.i.payload.tag.eq(0)]
 
         at = Signal()                                 # a route waits for the sequencer
         ok = Signal()
@@ -562,7 +588,7 @@ class Controller(wiring.Component):
             at.eq(r.valid & ~took_seq),
             ok.eq(R.status == 0),
             direct.eq(~ok | (~R.event & (R.line >= self.tier_lines))),
-            data_in.eq(~R.write | self.host_wdata.valid),
+            data_in.eq(~R.write | self._host_wdata.valid),
             room.eq(oq.w_rdy & lq.w_rdy & data_in & (~R.write | direct | qz.i.ready)),
         ]
         gate = Signal()                               # the HDM decode's event may enter the tracker
@@ -584,7 +610,7 @@ class Controller(wiring.Component):
             oq.w_data.eq(Cat(direct, R.tag, R.write, R.status, ok & direct)),
             lq.w_en.eq(served),
             lq.w_data.eq(R.line[:lb]),
-            self.host_wdata.ready.eq(seq_take & R.write),
+            self._host_wdata.ready.eq(seq_take & R.write),
             qz.i.valid.eq(served & R.write),
         ]
         return gate
@@ -603,7 +629,7 @@ class Controller(wiring.Component):
             dq.i.valid.eq(tm.host_rsp.valid),
             tm.host_rsp.ready.eq(dq.i.ready),
         ]
-        o = self.host_rsp
+        o = self._host_rsp
         d = dq.o.payload
         use = Signal()                                # the head waits for the mover's answer
         m.d.comb += [
@@ -814,8 +840,241 @@ class Controller(wiring.Component):
             ]
             self._elaborate_host_rsp(m, held, tm)
 
-        # the evict permission: no BI-snoop engine in the top yet (HDM-H: no host caching), so each
-        # request is granted at once with dirty_from_host = 0, through a one-request register
+        if self.bisnoop:
+            bi_steps, bi_busy = self._elaborate_bisnoop(m, regs, held, tm)
+        else:
+            bi_steps, bi_busy = {}, self._grant_at_once(m, held, tm)
+        m.d.comb += [tm.clear_status.eq(0),
+                     tm.done.ready.eq(1)]                      # done records are counted
+
+        # DRAM and flash
+        self._tier_memories(m, regs, held, tm)
+
+        # counters (each steps by at most one per cycle), as the tracker's
+        def pulse(name):
+            return _pulse(m, held, getattr(tm, name), f"tier_{name}")
+        steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
+        steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
+        if self.host_data:                            # lines the quantizer stored raw (Inf/NaN)
+            steps["QUANT_RAW_LINES"] = _pulse(m, held, self._quantizer.raw_lines, "quant_raw_lines")
+        steps.update(bi_steps)
+        busy = Signal()
+        m.d.comb += busy.eq(~tm.idle | bi_busy)
+        return steps, busy
+
+    def _elaborate_bisnoop(self, m, regs, held, tm):  # noqa: C901 (one adapter, wired in one place)
+        """The BI-snoop engine on the CXL.mem side of the host data path (docs/controller.md, "BI-snoop").
+
+        M2S Req/RwD go to the engine (host cache state, NDR, parking, conflicts) and, for MemRd,
+        MemRdData and MemWr (a MemWrPtl with every byte enabled), to the data path through a
+        BI_ACCESS_DEPTH-deep access queue (so BIRsp and BIConflict keep flowing while the data path
+        waits on a snoop); a read's DRS comes from the data path, the engine's own DRS (its line store
+        holds no data here) is dropped. A partial MemWrPtl reaches the engine as a reserved opcode
+        (bad_msg, Cmp) and not the data path. The tier mover's evict requests go through a gate: a
+        policy evict for each line of the victim entry, a retry after Busy, the grant once every line
+        is released. Returns (counter steps, busy)."""
+        g = self.geom
+        n_lines = bisnoop_lines(g.n_layers, g.n_kv_heads, self.entries_log2, self.tier_lines)
+        eng = BISnoopEngine(lines=n_lines, n_tags=self.bitags, park_depth=BI_PARK_DEPTH, data_width=8)
+        m.submodules.bisnoop = ResetInserter(held)(eng)
+        en = regs.control_enable
+        m.d.comb += [regs.caps_bisnoop.eq(1), eng.bi_id.eq(0),
+                     eng.clear_status.eq(regs.control_counters_clear.replicate(MB.N_ERROR_KINDS))]
+
+        # the time base: a tick every BI_TICK_CYCLES; BI_TIMEOUT.cycles rounded up to ticks, saturated
+        tb_bits = (BI_TICK_CYCLES - 1).bit_length()
+        prescale = Signal(tb_bits)
+        m.d.sync += prescale.eq(prescale + 1)
+        ticks = Signal(32)
+        m.d.comb += [eng.tick.eq(prescale == BI_TICK_CYCLES - 1),
+                     ticks.eq((regs.bi_timeout_cycles + (BI_TICK_CYCLES - 1)) >> tb_bits),
+                     eng.timeout.eq(Mux(ticks >> MB.TIMEOUT_BITS != 0, (1 << MB.TIMEOUT_BITS) - 1, ticks))]
+
+        # the engine's line of an M2S address: (Addr - HDM_BASE) / 64 inside the window, else beyond
+        # every line (the engine's bad_addr)
+        base_l = Signal(MB.ADDR_BITS)
+        size_l = Signal(MB.ADDR_BITS + 1)
+        m.d.comb += [base_l.eq(Cat(regs.hdm_base_lo_value, regs.hdm_base_hi_value)[6:6 + MB.ADDR_BITS]),
+                     size_l.eq(Cat(regs.hdm_size_lo_value, regs.hdm_size_hi_value)[6:7 + MB.ADDR_BITS])]
+
+        def engine_addr(addr, name):
+            off = Signal(MB.ADDR_BITS, name=f"{name}_off")
+            out = Signal(MB.ADDR_BITS, name=f"{name}_eng")
+            m.d.comb += [off.eq(addr - base_l),
+                         out.eq(Mux((addr >= base_l) & (off < size_l), off, (1 << MB.ADDR_BITS) - 1))]
+            return out
+
+        def meta_ok(p):
+            return (p.meta_field == MB.MF_NOOP) | ((p.meta_field == MB.MF_META0) &
+                                                  ((p.meta_value == MB.MV_I) | (p.meta_value == MB.MV_A) |
+                                                   (p.meta_value == MB.MV_S)))
+
+        # the data path's access queue (and the write data beside it), fed from Req and RwD
+        acc_layout = self._access.payload.shape()
+        m.submodules.bi_access_queue = aq = ResetInserter(held)(SyncFIFO(width=acc_layout.size, depth=BI_ACCESS_DEPTH))
+        m.submodules.bi_wdata_queue = wq = ResetInserter(held)(SyncFIFO(width=512, depth=BI_ACCESS_DEPTH))
+        acc, wd = self._access, self._host_wdata
+        acc_head = Signal(acc_layout)
+        m.d.comb += [acc_head.eq(aq.r_data), acc.payload.eq(acc_head), acc.valid.eq(aq.r_rdy),
+                     aq.r_en.eq(acc.valid & acc.ready),
+                     wd.payload.eq(wq.r_data), wd.valid.eq(wq.r_rdy), wq.r_en.eq(wd.valid & wd.ready)]
+
+        req, rwd = self.m2s_req, self.m2s_rwd
+        rq, rw = req.payload, rwd.payload
+        full_be = Signal()
+        rd_data = Signal()                            # a read the data path serves
+        wr_data = Signal()                            # a write the data path takes
+        m.d.comb += [
+            full_be.eq(rw.be == (1 << 64) - 1),
+            rd_data.eq(((rq.opcode == MB.MEM_RD) | (rq.opcode == MB.MEM_RD_DATA)) & meta_ok(rq)),
+            wr_data.eq(((rw.opcode == MB.MEM_WR) | ((rw.opcode == MB.MEM_WR_PTL) & full_be)) & meta_ok(rw)),
+        ]
+        ereq, erwd = eng.m2s_req, eng.m2s_rwd
+        m.d.comb += [
+            ereq.payload.opcode.eq(rq.opcode), ereq.payload.snp_type.eq(rq.snp_type),
+            ereq.payload.meta_field.eq(rq.meta_field), ereq.payload.meta_value.eq(rq.meta_value),
+            ereq.payload.tag.eq(rq.tag), ereq.payload.addr.eq(engine_addr(rq.addr, "req")),
+            # a partial MemWrPtl: a reserved opcode for the engine (bad_msg, Cmp, nothing written)
+            erwd.payload.opcode.eq(Mux((rw.opcode == MB.MEM_WR_PTL) & ~full_be, BI_RWD_REFUSED, rw.opcode)),
+            erwd.payload.snp_type.eq(rw.snp_type), erwd.payload.meta_field.eq(rw.meta_field),
+            erwd.payload.meta_value.eq(rw.meta_value), erwd.payload.tag.eq(rw.tag),
+            erwd.payload.addr.eq(engine_addr(rw.addr, "rwd")),
+            erwd.payload.be.eq(rw.be[:1]), erwd.payload.data.eq(rw.data[:8]),
+        ]
+        # each message once to each side that wants it (a flag per side); RwD first into the queue
+        t_req_e, t_req_d, t_rwd_e, t_rwd_d = (Signal(name=n) for n in ("took_req_eng", "took_req_data",
+                                                                       "took_rwd_eng", "took_rwd_data"))
+        rwd_go, req_go = Signal(), Signal()
+        req_fire, rwd_fire = Signal(), Signal()
+        m.d.comb += [
+            ereq.valid.eq(req.valid & en & ~t_req_e),
+            erwd.valid.eq(rwd.valid & en & ~t_rwd_e),
+            rwd_go.eq(rwd.valid & en & wr_data & ~t_rwd_d & aq.w_rdy & wq.w_rdy),
+            req_go.eq(req.valid & en & rd_data & ~t_req_d & aq.w_rdy & ~rwd_go),
+            aq.w_en.eq(rwd_go | req_go),
+            aq.w_data.eq(Mux(rwd_go, Cat(Const(0, 6), rw.addr, Const(1, 1), rw.tag),
+                             Cat(Const(0, 6), rq.addr, Const(0, 1), rq.tag))),
+            wq.w_en.eq(rwd_go), wq.w_data.eq(rw.data),
+            req.ready.eq(en & (t_req_e | ereq.ready) & (~rd_data | t_req_d | req_go)),
+            rwd.ready.eq(en & (t_rwd_e | erwd.ready) & (~wr_data | t_rwd_d | rwd_go)),
+            req_fire.eq(req.valid & req.ready), rwd_fire.eq(rwd.valid & rwd.ready),
+        ]
+        for took, fire, side in ((t_req_e, req_fire, ereq.valid & ereq.ready), (t_req_d, req_fire, req_go),
+                                 (t_rwd_e, rwd_fire, erwd.valid & erwd.ready), (t_rwd_d, rwd_fire, rwd_go)):
+            with m.If(held | fire):
+                m.d.sync += took.eq(0)
+            with m.Elif(side):
+                m.d.sync += took.eq(1)
+        birsp = self.m2s_birsp
+        m.d.comb += [eng.m2s_birsp.payload.eq(birsp.payload), eng.m2s_birsp.valid.eq(birsp.valid & en),
+                     birsp.ready.eq(eng.m2s_birsp.ready & en)]
+        wiring.connect(m, eng.s2m_ndr, wiring.flipped(self.s2m_ndr))
+        wiring.connect(m, eng.s2m_bisnp, wiring.flipped(self.s2m_bisnp))
+        m.d.comb += [eng.s2m_drs.ready.eq(1),         # its store holds no data here: the data path answers
+                     eng.error.ready.eq(1)]           # counted below
+
+        # DRS from the data path: MemData, or MemData-NXM for an access outside the window / beyond the
+        # geometry or a refused one; a write's response is consumed (the engine sends its Cmp)
+        hr, drs = self._host_rsp, self.s2m_drs
+        m.d.comb += [
+            drs.valid.eq(hr.valid & ~hr.payload.write),
+            drs.payload.opcode.eq(Mux((hr.payload.status != 0) | hr.payload.bad, MB.MEM_DATA_NXM, MB.MEM_DATA)),
+            drs.payload.meta_field.eq(MB.MF_NOOP), drs.payload.meta_value.eq(0),
+            drs.payload.tag.eq(hr.payload.tag), drs.payload.data.eq(hr.payload.data),
+            hr.ready.eq(hr.payload.write | drs.ready),
+        ]
+
+        # the evict gate: the victim entry's lines released one policy evict each (in parallel, up to
+        # the engine's BITags), Busy retried after BI_RETRY_CYCLES, then the grant
+        lpe = self.tier_lines
+        er, gr, pol, prs = tm.evict_req, tm.evict_grant, eng.policy, eng.policy_rsp
+        active = Signal()
+        cur_q = Signal.like(er.payload.queue)
+        cur_p = Signal.like(er.payload.position)
+        released = Signal(lpe)
+        issued = Signal(lpe)
+        retry = Signal(range(BI_RETRY_CYCLES + 1))
+        es_lines = Signal(4)                          # log2 of the lines of an entry in the HDM layout
+        m.d.comb += es_lines.eq(regs.hdm_layout_entry_shift - 6)
+        line_mask = Signal(lpe)                       # lines that exist in the configured entry
+        for i in range(lpe):
+            m.d.comb += line_mask[i].eq(i < (1 << es_lines))
+        layer = Signal(g.lb)
+        head = Signal(g.hb)
+        entry = Signal(MB.ADDR_BITS)
+        m.d.comb += [
+            layer.eq(cur_q // g.n_kv_heads), head.eq(cur_q % g.n_kv_heads),
+            entry.eq(((((layer << regs.hdm_layout_head_shift) | head) << regs.hdm_layout_pos_shift) | cur_p)
+                     << es_lines),
+        ]
+        todo = Signal(lpe)
+        pick = Signal(range(lpe))
+        m.d.comb += todo.eq(~released & ~issued)
+        for i in reversed(range(lpe)):                # the lowest line still to ask for
+            with m.If(todo[i]):
+                m.d.comb += pick.eq(i)
+        m.d.comb += [
+            er.ready.eq(~active),
+            pol.valid.eq(active & (todo != 0) & (retry == 0)),
+            pol.payload.op.eq(MB.P_EVICT),
+            pol.payload.addr.eq(entry | pick),
+            prs.ready.eq(1),
+            gr.valid.eq(active & (released == (1 << lpe) - 1)),
+            gr.payload.queue.eq(cur_q), gr.payload.position.eq(cur_p), gr.payload.dirty_from_host.eq(0),
+        ]
+        got = Signal(range(lpe))
+        m.d.comb += got.eq(prs.payload.addr[:max(1, (lpe - 1).bit_length())] & ((1 << es_lines) - 1))
+        with m.If(retry != 0):
+            m.d.sync += retry.eq(retry - 1)
+        with m.If(held):
+            m.d.sync += [active.eq(0), retry.eq(0)]
+        with m.Elif(er.valid & er.ready):
+            m.d.sync += [active.eq(1), cur_q.eq(er.payload.queue), cur_p.eq(er.payload.position),
+                         released.eq(~line_mask), issued.eq(0)]
+        with m.Elif(gr.valid & gr.ready):
+            m.d.sync += active.eq(0)
+        with m.Else():
+            rel_set = Signal(lpe)
+            iss_set = Signal(lpe)
+            iss_clr = Signal(lpe)
+            with m.If(pol.valid & pol.ready):
+                m.d.comb += iss_set.eq(1 << pick)
+            with m.If(prs.valid & (prs.payload.op == MB.R_BUSY)):
+                m.d.comb += iss_clr.eq(1 << got)
+                m.d.sync += retry.eq(BI_RETRY_CYCLES)
+            with m.Elif(prs.valid):                    # Released, Done or Refused (a line it does not track)
+                m.d.comb += rel_set.eq(1 << got)
+            m.d.sync += [released.eq(released | rel_set), issued.eq((issued | iss_set) & ~iss_clr)]
+
+        # counters (each steps by at most one per cycle)
+        bis = Signal()
+        bfire = Signal()
+        efire = Signal()
+        m.d.comb += [bis.eq(self.s2m_bisnp.valid & self.s2m_bisnp.ready),
+                     bfire.eq(eng.m2s_birsp.valid & eng.m2s_birsp.ready),
+                     efire.eq(eng.error.valid & eng.error.ready)]
+        kind = eng.error.payload.kind
+        proto = Signal()
+        tmo = Signal()
+        m.d.comb += [proto.eq(efire & sum(kind == MB.ERROR_KINDS[k] for k in BI_PROTO_KINDS).bool()),
+                     tmo.eq(efire & (kind == MB.E_TIMEOUT))]
+        op = eng.m2s_birsp.payload.opcode
+        steps = {
+            "BISNP_SENT": bis,
+            "BIRSP_I": bfire & (op == MB.BIRSP_I), "BIRSP_S": bfire & (op == MB.BIRSP_S),
+            "BIRSP_E": bfire & (op == MB.BIRSP_E),
+            "BI_CONFLICTS": erwd.valid & erwd.ready & (erwd.payload.opcode == MB.BI_CONFLICT),
+            "PROTO_ERRORS": proto, "BI_TIMEOUTS": tmo,
+        }
+        m.d.comb += [regs.status_bi_timeout.eq(eng.err_status[MB.E_TIMEOUT - 1]),
+                     regs.irq_status_bi_timeout_set.eq(tmo), regs.irq_status_proto_error_set.eq(proto)]
+        busy = Signal()
+        m.d.comb += busy.eq(active | ~eng.idle | aq.r_rdy)
+        return steps, busy
+
+    def _grant_at_once(self, m, held, tm):
+        """The evict permission without the BI-snoop engine (HDM-H: no host caching): each request is
+        granted at once with dirty_from_host = 0, through a one-request register. Returns busy."""
         gv = Signal()
         gq = Signal.like(tm.evict_req.payload.queue)
         gp = Signal.like(tm.evict_req.payload.position)
@@ -825,8 +1084,6 @@ class Controller(wiring.Component):
             tm.evict_grant.payload.queue.eq(gq),
             tm.evict_grant.payload.position.eq(gp),
             tm.evict_grant.payload.dirty_from_host.eq(0),
-            tm.clear_status.eq(0),
-            tm.done.ready.eq(1),                      # no host data path yet: done records are counted
         ]
         with m.If(held):
             m.d.sync += gv.eq(0)
@@ -834,8 +1091,10 @@ class Controller(wiring.Component):
             m.d.sync += [gv.eq(1), gq.eq(tm.evict_req.payload.queue), gp.eq(tm.evict_req.payload.position)]
         with m.Elif(tm.evict_grant.ready):
             m.d.sync += gv.eq(0)
+        return gv
 
-        # DRAM and flash
+    def _tier_memories(self, m, regs, held, tm):
+        """The tier mover's DRAM and flash: models in the top, or ports of the top."""
         if self.tiers == "model":
             cfg = tm.cfg
             reads = 1 << max(1, (tm.buf_lines - 1).bit_length())      # the mover keeps <= buf_lines reads out
@@ -854,22 +1113,13 @@ class Controller(wiring.Component):
             for name in TIER_MEMORY_PORTS:
                 wiring.connect(m, getattr(tm, name), wiring.flipped(getattr(self, name)))
 
-        # counters (each steps by at most one per cycle), as the tracker's
-        def pulse(name):
-            return _pulse(m, held, getattr(tm, name), f"tier_{name}")
-        steps = {reg: pulse(name) for reg, name in TIER_COUNTERS.items()}
-        steps["TIER_PROTO_ERRORS"] = sum(pulse(name) for name in TIER_PROTO)
-        if self.host_data:                            # lines the quantizer stored raw (Inf/NaN)
-            steps["QUANT_RAW_LINES"] = _pulse(m, held, self._quantizer.raw_lines, "quant_raw_lines")
-        busy = Signal()
-        m.d.comb += busy.eq(~tm.idle | gv)
-        return steps, busy
-
 
 def verilog_tops():
     return {"controller": lambda: Controller(),
             # the host data path: quantizer records of 8 lines per entry in the tier memories
             "controller_host_data": lambda: Controller(host_data=True),
+            # and the BI-snoop engine on its CXL.mem side (the filter covers the 4 x 2 x 1024 window)
+            "controller_bisnoop": lambda: Controller(host_data=True, bisnoop=True),
             # the full Llama-70B geometry must elaborate and lint, with the tracker's memories
             # as ports (device DRAM) and 256 slots per queue on chip (the tracker's tracker_full)
             "controller_llama70b": lambda: Controller(n_layers=80, n_kv_heads=8, entries_log2=17,

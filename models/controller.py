@@ -140,6 +140,32 @@ def check_host_data(host_data, tiers: str) -> bool:
     return bool(host_data)
 
 
+#: the BI-snoop engine in the top (``bisnoop``): M2S Req/RwD accesses buffered for the data path (so
+#: BIRsp and BIConflict keep flowing while it waits on a snoop); the engine's time base (cycles per
+#: tick: BI_TIMEOUT.cycles is ceil(cycles / BI_TICK_CYCLES) ticks, at most 2^16 - 1); its park depth;
+#: the engine's error kinds that count as PROTO_ERRORS (all but the timeout)
+BI_ACCESS_DEPTH = 16
+BI_TICK_CYCLES = 16
+BI_PARK_DEPTH = 2
+BI_PROTO_KINDS = ("unknown_tag", "illegal_rsp", "conflict_none", "bad_addr", "bad_msg")
+
+
+def check_bisnoop(bisnoop, host_data: bool) -> bool:
+    """``bisnoop``: the BI-snoop engine on the CXL.mem side of the host data path."""
+    if bisnoop not in (False, True):                # 0 and 1 too
+        raise ValueError(f"bisnoop must be True or False, got {bisnoop!r}")
+    if bisnoop and not host_data:
+        raise ValueError("bisnoop needs the host data path (host_data=True)")
+    return bool(bisnoop)
+
+
+def bisnoop_lines(n_layers: int, n_kv_heads: int, entries_log2: int, lines_per_entry: int) -> int:
+    """Lines the snoop filter tracks: the HDM window's packed layout of the built geometry (strides the
+    next powers of two), line = (address - HDM_BASE) / 64."""
+    return (1 << (n_layers - 1).bit_length()) << ((n_kv_heads - 1).bit_length() + entries_log2 +
+                                                  (lines_per_entry - 1).bit_length())
+
+
 def tier_entry(host_data: bool, tier_lines=None, tier_line_bits=None) -> tuple:
     """The tier memories' (lines per entry, bits per line). Without the host data path the small
     TIER_DEFAULTS (the mover moves whatever the memories hold); with it a line is a quantizer record
@@ -229,7 +255,7 @@ class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True, host_data=False):
+                 prefetch=True, host_data=False, bisnoop=False):
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
@@ -238,6 +264,7 @@ class ControllerModel:
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.tiers = tier_placement(tiers, self.tracker_placement)
         self.host_data = check_host_data(host_data, self.tiers)
+        self.bisnoop = check_bisnoop(bisnoop, self.host_data)
         tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
         check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
         self.tier_cfg = TM.TierMoverConfig(self.n_queues, self.n_positions, self.max_budget, tier_lines,
@@ -259,6 +286,7 @@ class ControllerModel:
         self.regs.set_hw("CAPS", "hdm", int(self.has_tracker))
         self.regs.set_hw("CAPS", "tiermover", int(self.tiers != "none"))
         self.regs.set_hw("CAPS", "quant", int(self.host_data))
+        self.regs.set_hw("CAPS", "bisnoop", int(self.bisnoop))
         if prefetch not in (False, True):             # 0 and 1 too
             raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
         self.has_prefetch = bool(prefetch) and self.has_tracker
