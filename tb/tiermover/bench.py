@@ -10,9 +10,13 @@ commands offered back to back), after every frame has been filled once:
 Both in the bench configuration (``tb/tiermover/__init__.py``: 3 queues x 3 frames, 4 lines per
 entry, depth 8, 4-line buffers) and, as ``*_deep``, with 16 frames per queue of 64 positions, a
 16-job ring and 16-line buffers (``DEEP``: one more Verilator build, only here). Seed 1 (the stimulus is random). Figures, not goals.
+
+With host line operations (``host_ops``, the bench configuration ``PARAMS_HOST``): the same two mixes
+with a host op on every command (30 % writes, any line; ``host_rsp`` and ``host_wdata`` never wait):
+``tiermover.host_ops_per_cycle.*`` (one op per command, so also commands per cycle).
 """
 from cxlkv.tb.runner import CocotbBench, run
-from cxlkv.tb.tiermover import BENCHES, PARAMS, _make_dut
+from cxlkv.tb.tiermover import BENCHES, PARAMS, PARAMS_HOST, _make_dut
 
 LATENCIES = {"CXLKV_TM_DRAM_LATENCY": "2", "CXLKV_TM_FLASH_LATENCY": "8", "CXLKV_TM_GRANT_LATENCY": "2"}
 DEEP = CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover",
@@ -21,7 +25,8 @@ DEEP = CocotbBench("tiermover", _make_dut, "cxlkv.tb.tiermover.test_tiermover",
 
 def measure(commands: int = 2000):
     out = []
-    for bench, suffix in ((BENCHES[0], ""), (DEEP, "_deep")):
+    host = next(b for b in BENCHES if b.params == PARAMS_HOST)
+    for bench, suffix in ((BENCHES[0], ""), (DEEP, "_deep"), (host, "")):
         for mix in ("hit", "evict"):
             res = run(bench, testcase="test_throughput",
                       env={**LATENCIES, "CXLKV_TM_MIX": mix, "CXLKV_TM_COMMANDS": str(commands),
