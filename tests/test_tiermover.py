@@ -36,6 +36,27 @@ def test_rtl_parameter_errors():
         TierMover(buf_lines=0)
     with pytest.raises(CxlkvError, match="n_positions"):
         TierMover(n_positions=100)
+    with pytest.raises(CxlkvError, match="host_rsp_depth"):
+        TierMover(host_ops=True, host_rsp_depth=3)
+
+
+def test_rtl_host_ports_only_with_host_ops():
+    """host_ops=False: the interface of before; True: host/line appended to cmd, host_wdata, host_rsp and the
+    host counters; max_reads grows by the response buffer."""
+    from cxlkv.hdl.tiermover import TierMover
+    plain = TierMover(n_queues=3, n_positions=32, frames_per_queue=3, lines_per_entry=3, line_bits=16)
+    host = TierMover(n_queues=3, n_positions=32, frames_per_queue=3, lines_per_entry=3, line_bits=16, host_ops=True,
+                     host_rsp_depth=8)
+    plain._MustUse__silence = host._MustUse__silence = True     # inspected, never built
+    extra = set(host.signature.members) - set(plain.signature.members)
+    assert extra == {"host_wdata", "host_rsp", *M.COUNTERS_HOST}
+    assert list(plain.lay.command.members) == ["queue", "position", "slot", "hit", "inserted", "victim_valid",
+                                               "victim", "write"]
+    assert list(host.lay.command.members) == list(plain.lay.command.members) + ["host", "line"]
+    assert [(n, f.width) for n, f in host.lay.command][-2:] == [("host", 1), ("line", 2)]
+    assert [(n, f.offset, f.width) for n, f in host.lay.host_rsp] == [("data", 0, 16), ("write", 16, 1),
+                                                                      ("resident", 17, 1), ("bad", 18, 1)]
+    assert plain.max_reads == plain.buf_lines == 3 and host.max_reads == 3 + 8
 
 
 def test_addresses():
