@@ -530,7 +530,7 @@ class TierMover(wiring.Component):
 
         # ---- host stage (pointer h <= f): the command's host line op, after its moves
         if H:
-            self._host_stage(m, count, idx, h, f, j_q, j_p, j_s, j_write, j_bad, j_bypass, j_host, j_line, j_rdone,
+            rsp_count = self._host_stage(m, count, idx, h, f, j_q, j_p, j_s, j_write, j_bad, j_bypass, j_host, j_line, j_rdone,
                              hd_v, hf_v, hd_addr, hf_addr, h_wr, hd_go, hf_go, rsp_tail, d_host, d_tag_slot,
                              f_host, f_tag_slot)
 
@@ -542,7 +542,7 @@ class TierMover(wiring.Component):
             dn.queue.eq(j_q[ir]), dn.position.eq(j_p[ir]), dn.slot.eq(j_s[ir]), dn.write.eq(j_write[ir]),
             dn.hit.eq(j_hit[ir]), dn.fill.eq(j_fill[ir]), dn.writeback.eq(j_wb[ir]),
             dn.clean_drop.eq(j_drop[ir]), dn.bypass.eq(j_bypass[ir]), dn.bad.eq(j_bad[ir]),
-            self.idle.eq(((r == a) & ~clearing & (self._rsp_count == 0)) if H else ((r == a) & ~clearing)),
+            self.idle.eq(((r == a) & ~clearing & (rsp_count == 0)) if H else ((r == a) & ~clearing)),
         ]
         with m.If(self.done.valid & self.done.ready):
             m.d.sync += r.eq(r + 1)
@@ -560,7 +560,7 @@ class TierMover(wiring.Component):
                     f_host, f_tag_slot):
         """The host stage and the ``host_rsp`` buffer (``host_ops``): one job per clock at most, in order.
         A host op allocates its response slot when it is issued (a read's data lands in the slot when the
-        port answers); ``host_rsp`` offers the head slot once it is complete."""
+        port answers); ``host_rsp`` offers the head slot once it is complete. Returns the slots taken."""
         cfg, L, F, N = self.cfg, self.cfg.lines_per_entry, self.cfg.frames_per_queue, self.cfg.n_positions
         HR = self.host_rsp_depth
         rb = M.bits(HR)
@@ -577,7 +577,7 @@ class TierMover(wiring.Component):
         r_bad = Array(Signal(name=f"hrsp{i}_bad") for i in range(HR))
         r_full = Array(Signal(name=f"hrsp{i}_full") for i in range(HR))
         r_head = Signal(rb + 1)
-        self._rsp_count = n = Signal(range(HR + 1), name="hrsp_count")
+        n = Signal(range(HR + 1), name="hrsp_count")        # slots taken (returned: idle needs it)
         room = Signal()
         m.d.comb += room.eq(n != HR)
         data_ok = ~h_wr | self.host_wdata.valid          # a write waits for its data
@@ -615,6 +615,7 @@ class TierMover(wiring.Component):
         count("host_writes", (hd_go | hf_go) & h_wr)
         count("host_bypasses", hf_go)
         count("host_wdata_dropped", bad_go & h_wr)
+        return n
 
 
 def verilog_tops():
