@@ -23,7 +23,8 @@ lookup) per clock:
   log2 ROM, retention multiply, bucket key;
 * **B5, the list stage**: the whole list update of one event in one cycle: residency check
   (the metadata's slot, owned by the position), unlink/pop/insert with every pointer write of
-  the event merged; a bucket that falls below the ring's reach is spliced to the expired list
+  the event merged; the lowest non-empty bucket is kept in the list state (its successor found
+  in parallel with the event's pointer reads), not searched for in front of them; a bucket that falls below the ring's reach is spliced to the expired list
   first, one extra cycle per non-empty bucket (rare: the ring keeps ``R - NB`` expired buckets
   in place, docs/tracker.md "Lazy splicing");
 * **B6**: the decision (or victim answer) and the metadata write.
@@ -119,8 +120,10 @@ class Geometry:
                                   "dense": 1})
 
     def list_layout(self):
+        # lo_v, lo_b: the lowest non-empty ring bucket counted from the ring's base, kept up to
+        # date by every event and splice (the victim's bucket without a find-first-set before it)
         return data.StructLayout({"started": 1, "kc": S.STEP_BITS, "ehead": self.sptr, "etail": self.sptr,
-                                  "nres": self.nres, "bitmap": self.n_buckets})
+                                  "nres": self.nres, "bitmap": self.n_buckets, "lo_v": 1, "lo_b": self.bb})
 
 
 def pack(layout, **fields):
@@ -571,26 +574,37 @@ class Tracker(wiring.Component):
         m.d.comb += [ehead.eq(Mux(started, lq.ehead, 0)), etail.eq(Mux(started, lq.etail, 0)),
                      nres.eq(Mux(started, lq.nres, 0))]
 
-        # lowest non-empty ring bucket, counted from the ring's base kc - L
+        # lowest non-empty ring bucket, counted from the ring's base kc - L: kept in the list state
+        # (lo_v, lo_b), so the victim's bucket is known without a find-first-set in front of the
+        # bucket-head read. Beside it, and in parallel with the event's pointer reads, the next
+        # one: a find-first-set over the bitmap without lo_b. An event empties at most one bucket
+        # (a pop or an unlink), so when it empties lo_b the new lowest is that next one or the
+        # insert's bucket; a splice (which takes lo_b away) takes the next one too. The order
+        # from the base does not change when the base moves: buckets that would wrap are spliced
+        # first.
+        lo_any = Signal()
+        lo_b = Signal(g.bb)
+        m.d.comb += [lo_any.eq(started & lq.lo_v), lo_b.eq(lq.lo_b)]
         base_idx = Signal(g.bb)
         m.d.comb += base_idx.eq(kc[:g.bb] - lazy[:g.bb])        # mod R: only the low bits count
+        ffs_in = Signal(R)
+        m.d.comb += ffs_in.eq(bitmap & ~(Const(1, R) << lo_b))
         above = Signal(R)
-        m.d.comb += above.eq(bitmap & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
+        m.d.comb += above.eq(ffs_in & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
                                             for i in range(R)]))
         hi_any, hi_idx = lowest_set(m, above, R)
-        lo_any, lo_idx = lowest_set(m, bitmap, R)
-        ffs_any = lo_any
+        nx_any, lo_idx = lowest_set(m, ffs_in, R)                # the next lowest: (nx_any, ffs_b)
         ffs_b = Signal(g.bb)
-        ffs_off = Signal(g.bb + 1)
-        m.d.comb += [ffs_b.eq(Mux(hi_any, hi_idx, lo_idx)),
-                     ffs_off.eq(Mux(hi_any, hi_idx - base_idx, lo_idx + R - base_idx))]
-        m.d.comb += [bh_rd_f.addr.eq(Cat(ffs_b, x.q)), bt_rd_f.addr.eq(Cat(ffs_b, x.q))]
+        m.d.comb += ffs_b.eq(Mux(hi_any, hi_idx, lo_idx))
+        lo_off = Signal(g.bb)
+        m.d.comb += lo_off.eq(lo_b - base_idx)
+        m.d.comb += [bh_rd_f.addr.eq(Cat(lo_b, x.q)), bt_rd_f.addr.eq(Cat(lo_b, x.q))]
         f_head, f_tail = bh_rd_f.data, bt_rd_f.data
 
         # splice needed: the cursor advances and the lowest bucket falls below kn - L
         adv_gap = Signal(S.STEP_BITS + 1)
         m.d.comb += adv_gap.eq(kn - kc)
-        m.d.comb += splice.eq(is_ev & started & (kn > kc) & ffs_any & (ffs_off < adv_gap))
+        m.d.comb += splice.eq(is_ev & started & (kn > kc) & lo_any & (lo_off < adv_gap))
         bump("splices", splice & adv6)
 
         NULL = Const(0, g.sptr)
@@ -636,7 +650,7 @@ class Tracker(wiring.Component):
         m.d.comb += from_exp.eq(vld(ehead))
         vic = Signal(g.sb)
         vic_any = Signal()
-        m.d.comb += [vic.eq(Mux(from_exp, idx(ehead), f_head)), vic_any.eq(from_exp | ffs_any)]
+        m.d.comb += [vic.eq(Mux(from_exp, idx(ehead), f_head)), vic_any.eq(from_exp | lo_any)]
         m.d.comb += [nx_rd_v.addr.eq(saddr(vic)), ps_rd_v.addr.eq(saddr(vic))]
         nv = nx_rd_v.data
         vic_pos = ps_rd_v.data
@@ -677,7 +691,7 @@ class Tracker(wiring.Component):
             with m.If(~vld(nbx)):
                 m.d.comb += et1.eq(na)
         with m.If(f_pop & ~vld(nv)):
-            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << ffs_b))
+            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << lo_b))
         with m.If(do_evict & from_exp):
             m.d.comb += eh1.eq(nv)
             with m.If(~vld(nv)):
@@ -695,7 +709,7 @@ class Tracker(wiring.Component):
                 m.d.comb += b_head.eq(nbx)
             with m.If(~vld(nbx)):
                 m.d.comb += b_tail.eq(na)
-        with m.If(f_pop & (ffs_b == bkt)):
+        with m.If(f_pop & (lo_b == bkt)):
             m.d.comb += b_head.eq(nv)
         push = Signal()
         m.d.comb += push.eq(x.dense)
@@ -711,11 +725,22 @@ class Tracker(wiring.Component):
         # -- writes of the list stage (event)
         commit = Signal()               # the list stage completes an event this cycle
         m.d.comb += commit.eq(adv & is_ev)
+        # the lowest bucket after the event: lo_b, or the next lowest when the event emptied lo_b;
+        # then the insert's bucket when it is lower (offsets from the base after the cursor move)
+        base_new = Signal(g.bb)
+        m.d.comb += base_new.eq(kc_new[:g.bb] - lazy[:g.bb])
+        lo_gone = Signal()
+        m.d.comb += lo_gone.eq((a_in_ring & a_empty & (a_bucket == lo_b)) | (f_pop & ~vld(nv)))
+        keep_v, keep_b = Signal(), Signal(g.bb)
+        m.d.comb += [keep_v.eq(Mux(lo_gone, nx_any, lo_any)), keep_b.eq(Mux(lo_gone, ffs_b, lo_b))]
+        ins_lower = Signal()
+        m.d.comb += ins_lower.eq(insert & (~keep_v | ((bkt - base_new)[:g.bb] < (keep_b - base_new)[:g.bb])))
         lnew = Signal(g.list_layout())
         m.d.comb += lnew.eq(pack(g.list_layout(), started=Const(1, 1), kc=kc_new,
                                  ehead=Mux(no_victim, ehead, eh1), etail=Mux(no_victim, etail, et1),
                                  nres=nres + do_free,
-                                 bitmap=Mux(~placed, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1))))
+                                 bitmap=Mux(~placed, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1)),
+                                 lo_v=keep_v | insert, lo_b=Mux(ins_lower, bkt, keep_b)))
         m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic))]
         with m.If(commit):
             m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(lnew)]
@@ -739,8 +764,8 @@ class Tracker(wiring.Component):
                 with m.If(~vld(nbx)):
                     m.d.comb += [bt_wr_a.en.eq(1), bt_wr_a.addr.eq(Cat(a_bucket, x.q)), bt_wr_a.data.eq(idx(na))]
             # pop from a ring bucket other than B: its head
-            with m.If(f_pop & ~(insert & (ffs_b == bkt))):
-                m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(ffs_b, x.q)), bh_wr_a.data.eq(idx(nv))]
+            with m.If(f_pop & ~(insert & (lo_b == bkt))):
+                m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(lo_b, x.q)), bh_wr_a.data.eq(idx(nv))]
             # insert into B
             with m.If(insert):
                 m.d.comb += [bh_wr_b.en.eq(1), bh_wr_b.addr.eq(Cat(bkt, x.q)), bh_wr_b.data.eq(idx(nb_head)),
@@ -769,7 +794,7 @@ class Tracker(wiring.Component):
             sl = Signal(g.list_layout())
             m.d.comb += sl.eq(pack(g.list_layout(), started=lq.started, kc=lq.kc,
                                    ehead=Mux(vld(etail), lq.ehead, sp(f_head)), etail=sp(f_tail),
-                                   nres=lq.nres, bitmap=lq.bitmap & ~(Const(1, R) << ffs_b)))
+                                   nres=lq.nres, bitmap=ffs_in, lo_v=nx_any, lo_b=ffs_b))
             with m.If(vld(etail)):
                 m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(etail))), nx_wr[0].data.eq(sp(f_head)),
                              pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(f_head)), pv_wr[0].data.eq(etail)]
