@@ -260,13 +260,16 @@ class TierMover(wiring.Component):
         count("stall_cycles", self.cmd.valid & ~self.cmd.ready)
         ia = idx(a)
         ins = c.inserted & ~c.hit
+        # a write miss carrying a host line op fills first: the host writes one line, the others must be
+        # the entry's (without host ops the write-miss rule: the host writes the whole entry)
+        host_fill = c.host if H else Const(0, 1)
         with m.If(take):
             m.d.sync += [
                 a.eq(a + 1),
                 j_q[ia].eq(c.queue), j_p[ia].eq(c.position), j_s[ia].eq(c.slot), j_v[ia].eq(c.victim),
                 j_write[ia].eq(c.write), j_bad[ia].eq(bad), j_hit[ia].eq(~bad & c.hit),
                 j_bypass[ia].eq(~bad & ~c.hit & ~c.inserted),
-                j_evict[ia].eq(~bad & ins & c.victim_valid), j_fill[ia].eq(~bad & ins & ~c.write),
+                j_evict[ia].eq(~bad & ins & c.victim_valid), j_fill[ia].eq(~bad & ins & (~c.write | host_fill)),
                 j_vdirty[ia].eq(fst.dirty), j_wb[ia].eq(0), j_drop[ia].eq(0), j_rdone[ia].eq(0),
             ]
             if H:

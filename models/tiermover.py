@@ -37,7 +37,9 @@ then fill):
   is dropped (``host_wdata_dropped``).
 
 Each host op answers one response {data, write, resident, bad}: a read's data, 0 for a write
-(a completion) and for a bad command. The write-miss rule is unchanged (no fill on a write miss).
+(a completion) and for a bad command. A write miss that carries a host op fills first (the host
+writes one line; the entry's other lines must be the entry's, not the previous occupant's); a write
+miss without a host op keeps the write-miss rule (no fill: the host writes the whole entry).
 
 The model keeps the frame table {valid, dirty, position} and the data of both tiers; the host's
 writes (its host ops; without ``host_ops`` the writes after a write command is done; or with a
@@ -321,7 +323,7 @@ class TierMoverModel:
             else:
                 ctr["clean_drops"] += 1
                 res.done["clean_drop"] = 1
-        if not c.write:
+        if not c.write or c.host:               # a host line write into a new frame: the entry's other lines first
             self._move(res, "fill", "lines_to_dram", self.flash, cfg.flash_addr(c.queue, c.position, 0),
                        res.flash_reads, self.dram, frame_base, res.dram_writes)
         fr.valid, fr.dirty, fr.position = True, bool(c.write), c.position

@@ -257,8 +257,23 @@ def test_host_write_on_a_read_insert_makes_the_frame_dirty():
     assert not m.frames[CFG.frame(0, 0)].dirty
     m2 = fresh_host()
     r = m2.command(C(0, 3, 0, inserted=1, write=1, host=1, line=0), wdata=7)
-    assert r.done["fill"] == 0 and r.host_access == ("dram", 1, CFG.dram_addr(0, 0, 0), 7)    # write-miss rule
+    assert r.host_access == ("dram", 1, CFG.dram_addr(0, 0, 0), 7)
     assert m2.frames[CFG.frame(0, 0)].dirty
+
+
+def test_host_write_miss_fills_the_entry_first():
+    """A write miss carrying a host op fills the frame from flash, then writes its one line: the entry's
+    other lines read back as the entry's (not the previous occupant's); without a host op the write-miss
+    rule stays (no fill)."""
+    m = fresh_host()
+    m.command(C(0, 3, 0, inserted=1, host=1, line=0))                      # 3 into frame 0 (filled)
+    r = m.command(C(0, 4, 0, inserted=1, victim_valid=1, victim=3, write=1, host=1, line=0), wdata=7)
+    assert r.done["fill"] == 1 and r.flash_reads == [CFG.flash_addr(0, 4, i) for i in range(CFG.lines_per_entry)]
+    assert r.host_access == ("dram", 1, CFG.dram_addr(0, 0, 0), 7)
+    r = m.command(C(0, 4, 0, hit=1, host=1, line=1))
+    assert r.host_rsp["data"] == m.flash[CFG.flash_addr(0, 4, 1)]          # the entry's own line 1
+    plain = fresh_host()
+    assert plain.command(C(0, 4, 0, inserted=1, write=1)).done["fill"] == 0
 
 
 def test_bypass_ops_go_to_flash_in_order_with_moves():
@@ -275,8 +290,8 @@ def test_bypass_ops_go_to_flash_in_order_with_moves():
     assert r.host_access == ("flash", 1, CFG.flash_addr(0, 2, 2), 0x2222) and r.host_rsp["resident"] == 0
     assert not m.frames[CFG.frame(0, 1)].valid                             # a bypass changes no frame
     r = m.command(C(0, 2, 1, inserted=1))                                  # fill of 2
-    # line 1: what the write miss left in the frame (never written: 0) went back to flash with 2
-    assert [v for _, v in r.dram_writes] == [0x1111, 0, 0x2222]
+    # line 1: the write miss filled the entry first, so its own line 1 went back to flash with 2
+    assert [v for _, v in r.dram_writes] == [0x1111, 0x1000 + CFG.flash_addr(0, 2, 1), 0x2222]
     assert m.counters["host_bypasses"] == 2 and m.counters["host_writes"] == 2 and m.counters["host_reads"] == 1
 
 
@@ -367,13 +382,7 @@ def test_host_ops_read_what_was_last_written(seed):
                 del where[(q, slots[s])]
             where[(q, p)] = cmd.slot
         wdata = rng.getrandbits(16) if write else None
-        if write and cmd.inserted:                       # a write miss: the host writes the whole entry
-            for i in range(L):
-                if i != line:
-                    logical[(q, cmd.position)][i] = rng.getrandbits(16)
-        r = m.command(cmd, wdata=wdata)
-        if write and cmd.inserted:
-            m.host_write(q, cmd.slot, {i: v for i, v in enumerate(logical[(q, cmd.position)]) if i != line})
+        r = m.command(cmd, wdata=wdata)                  # a write miss fills first: the other lines stay the entry's
         assert not r.done["bad"]
         assert r.host_rsp["resident"] == int((q, cmd.position) in where)
         kinds.add((r.done["bypass"], r.done["hit"], r.done["writeback"], write))
