@@ -171,8 +171,8 @@ class Controller(wiring.Component):
         try:
             self.tiers = tier_placement(tiers, self.placement)
             self.host_data = check_host_data(host_data, self.tiers)
-            self.bisnoop = check_bisnoop(bisnoop, self.host_data)
             tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
+            self.bisnoop = check_bisnoop(bisnoop, self.host_data, n_layers, n_kv_heads, entries_log2, tier_lines)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
                 raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
@@ -822,7 +822,7 @@ class Controller(wiring.Component):
             cmd.payload.slot.eq(Mux(moves, d.slot, 0)),
             cmd.payload.hit.eq(d.hit & ~d.error),
             cmd.payload.inserted.eq(d.inserted & ~d.error),
-            cmd.payload.victim_valid.eq(d.victim_valid & moves),
+            cmd.payload.victim_valid.eq((d.victim_valid & moves) | (d.error & (wq.r_data[1] if self.host_data else 0))),
             cmd.payload.victim.eq(Mux(moves, d.victim, 0)),
             cmd.payload.write.eq(self._wq_write),
         ]
@@ -832,6 +832,9 @@ class Controller(wiring.Component):
             host = wq.r_data[1]
             m.d.comb += [
                 cmd.payload.host.eq(host),
+            # an errored decision never carries a host op (the HDM decode's events and lookups are in the
+            # geometry); if one did, it goes as a bad command (victim_valid without inserted), not a bypass
+            # of queue 0's flash
                 cmd.payload.line.eq(lq.r_data),
                 lq.r_en.eq(cmd.valid & cmd.ready & host),
                 tm.host_wdata.valid.eq(qz.o.valid),
@@ -1097,7 +1100,7 @@ class Controller(wiring.Component):
         """The tier mover's DRAM and flash: models in the top, or ports of the top."""
         if self.tiers == "model":
             cfg = tm.cfg
-            reads = 1 << max(1, (tm.buf_lines - 1).bit_length())      # the mover keeps <= buf_lines reads out
+            reads = 1 << max(1, (tm.max_reads - 1).bit_length())      # the mover keeps <= max_reads reads out
             dram = TierMemory(cfg.dram_lines, cfg.line_bits, cfg.dram_addr_bits, max_reads=reads)
             flash = TierMemory(cfg.flash_lines, cfg.line_bits, cfg.flash_addr_bits, max_reads=reads)
             m.submodules.tier_dram = ResetInserter(held)(dram)
@@ -1116,10 +1119,14 @@ class Controller(wiring.Component):
 
 def verilog_tops():
     return {"controller": lambda: Controller(),
-            # the host data path: quantizer records of 8 lines per entry in the tier memories
-            "controller_host_data": lambda: Controller(host_data=True),
-            # and the BI-snoop engine on its CXL.mem side (the filter covers the 4 x 2 x 1024 window)
-            "controller_bisnoop": lambda: Controller(host_data=True, bisnoop=True),
+            # the host data path: quantizer records (547 bits) of 8 lines per entry in the tier memories;
+            # a small geometry (the default one's flash model alone is 65,536 x 547 bits, minutes to emit)
+            "controller_host_data": lambda: Controller(n_layers=2, n_kv_heads=2, entries_log2=6, max_budget=4,
+                                                       host_data=True),
+            # and the BI-snoop engine on its CXL.mem side: a small geometry, its filter is one
+            # register per line (2 x 2 x 64 x 8 = 2,048 lines: models.controller.BI_MAX_LINES)
+            "controller_bisnoop": lambda: Controller(n_layers=2, n_kv_heads=2, entries_log2=6, max_budget=4,
+                                                     bitags=4, host_data=True, bisnoop=True),
             # the full Llama-70B geometry must elaborate and lint, with the tracker's memories
             # as ports (device DRAM) and 256 slots per queue on chip (the tracker's tracker_full)
             "controller_llama70b": lambda: Controller(n_layers=80, n_kv_heads=8, entries_log2=17,

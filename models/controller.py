@@ -150,12 +150,22 @@ BI_PARK_DEPTH = 2
 BI_PROTO_KINDS = ("unknown_tag", "illegal_rsp", "conflict_none", "bad_addr", "bad_msg")
 
 
-def check_bisnoop(bisnoop, host_data: bool) -> bool:
+#: the BI-snoop engine's filter is one register (and a read mux leg) per line: built up to this many
+#: lines; a larger window needs a filter in memory or an inclusive filter (docs/controller.md)
+BI_MAX_LINES = 4096
+
+
+def check_bisnoop(bisnoop, host_data: bool, n_layers=1, n_kv_heads=1, entries_log2=1, lines_per_entry=1) -> bool:
     """``bisnoop``: the BI-snoop engine on the CXL.mem side of the host data path."""
     if bisnoop not in (False, True):                # 0 and 1 too
         raise ValueError(f"bisnoop must be True or False, got {bisnoop!r}")
     if bisnoop and not host_data:
         raise ValueError("bisnoop needs the host data path (host_data=True)")
+    lines = bisnoop_lines(n_layers, n_kv_heads, entries_log2, lines_per_entry)
+    if bisnoop and lines > BI_MAX_LINES:
+        raise ValueError(f"bisnoop: the snoop filter is one register per line, built up to {BI_MAX_LINES} lines; "
+                         f"this geometry's window has {lines} (n_layers x n_kv_heads x 2^entries_log2 x "
+                         f"{lines_per_entry}, strides rounded up to powers of two)")
     return bool(bisnoop)
 
 
@@ -264,8 +274,8 @@ class ControllerModel:
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.tiers = tier_placement(tiers, self.tracker_placement)
         self.host_data = check_host_data(host_data, self.tiers)
-        self.bisnoop = check_bisnoop(bisnoop, self.host_data)
         tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
+        self.bisnoop = check_bisnoop(bisnoop, self.host_data, n_layers, n_kv_heads, entries_log2, tier_lines)
         check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
         self.tier_cfg = TM.TierMoverConfig(self.n_queues, self.n_positions, self.max_budget, tier_lines,
                                            tier_line_bits) if self.tiers != "none" else None
