@@ -13,6 +13,10 @@
 * ``sim.replay_hdm_events_per_s`` and ``sim.replay_hdm_cycles_per_event``: the same trace as the
   host sends it, line 0 of each entry and a hint before each read whose sample is not the
   default, through the HDM decode (harness op ACCESSES).
+* ``sim.lines_cycles_per_access``, ``sim.lines_accesses_per_s``: the host data path
+  (``host_data=True``, harness op LINES): a synthetic trace's entries as the host sends them, every
+  line of each entry with its data (writes quantized in the queue's format, reads dequantized), on
+  the small geometry of the data path's tests; the tier mover's pace with one line op per command.
 
 Run: ``.venv/bin/python -m cxlkv.tb.controller.bench`` (or ``make bench``).
 """
@@ -138,7 +142,63 @@ def measure():
         {"name": f"sim.replay_prefetch_cycles_per_event.w{w}_{'all' if a else 'miss'}", "value": round(pf[(w, a)] / n, 3),
          "unit": "cycles/event", "config": {**rcfg, "prefetch_window": w, "prefetch_trigger_all": a, "exact": 1,
                                               "counts": pf[(w, a, "counts")]}}
-        for w, a in PREFETCH_RUNS]
+        for w, a in PREFETCH_RUNS] + measure_lines()
+
+
+#: the host data path figure: the geometry of tests/test_datapath.py (its harness build is shared)
+LINES_CONFIG = {"n_layers": 2, "n_kv_heads": 2, "entries_log2": 6, "max_budget": 4, "host_data": True}
+#: queue -> storage format of the LINES run (fp16, fp8, int8, int4)
+LINES_FORMATS = (0, 1, 2, 3)
+LINES_BUDGET = 3
+
+
+def measure_lines():
+    """``sim.lines_cycles_per_access``: every line of every entry of a synthetic ``mixed`` trace through
+    the host data path (writes with data, reads back), QUEUE_BUDGET 3 of 4 frames, TIER_LAT at reset."""
+    import numpy as np
+
+    from cxlkv.models import hdm as MH
+    from cxlkv.models.tracegen import synth
+    from cxlkv.sw.driver import Device
+    from cxlkv.sw.transport import access_records
+
+    c = LINES_CONFIG
+    trace = synth("mixed", n_layers=c["n_layers"], n_kv_heads=c["n_kv_heads"], prefill=16, steps=48, seed=1)
+    geom = MH.HdmGeometry(c["n_layers"], c["n_kv_heads"], 1 << c["entries_log2"])
+    cfg = MH.HdmConfig.packed(geom)
+    items = MH.stimulus_from_trace(trace, geom, cfg, lines="all")
+    rec = access_records(items)
+    rng = np.random.default_rng(1)
+    data = (rng.standard_normal((len(rec), 32)) * 0.5).astype(np.float16).view(np.uint16)
+    t = SimTransport(timeout_s=600.0, **c)
+    try:
+        async def run():
+            dev = await Device.open(t)
+            await dev.write_fields("CONTROL", enable=0)
+            await dev.configure(queue_budget=LINES_BUDGET, pin_first=0)
+            await dev.configure_hdm(cfg)
+            for q, f in enumerate(LINES_FORMATS):
+                await dev.set_format(q, f)
+            await dev.write_fields("CONTROL", enable=1)
+            t.step(10_000)
+            c0 = t.cycles
+            s0 = time.perf_counter()
+            _, _, rsp = await t.lines(rec, data)
+            out = (t.cycles - c0, time.perf_counter() - s0, len(rsp))
+            await dev.settle()
+            counts = await dev.counters()
+            return out + ({k: counts[k] for k in ("tier_fills", "tier_writebacks", "tier_bypasses", "evictions")},)
+        cycles, secs, n_acc, moves = asyncio.run(run())
+    finally:
+        asyncio.run(t.close())
+    conf = {**c, "trace": "tracegen mixed, 2 x 2, prefill 16, steps 48, seed 1", "events": len(trace),
+            "accesses": n_acc, "queue_budget": LINES_BUDGET, "pin_first": 0, "formats": "queue 0..3: fp16, fp8, int8, int4",
+            "stimulus": "harness op LINES, every line of each entry (line 0 first), responses drained every cycle",
+            "tier_lat": "reset (DRAM 2, flash 8)", "moves": moves}
+    return [{"name": "sim.lines_cycles_per_access", "value": round(cycles / n_acc, 3), "unit": "cycles/access",
+             "config": conf},
+            {"name": "sim.lines_accesses_per_s", "value": round(n_acc / secs), "unit": "accesses/s", "config": conf}]
+
 
 
 if __name__ == "__main__":
