@@ -723,6 +723,34 @@ def test_tier_parameters():
     rtlil.convert(top)
 
 
+def test_host_data_and_bisnoop_parameters():
+    """The data path needs the tier mover, BI-snoop the data path and a filter it can build; CAPS says
+    which are in; the ports follow (host_wdata/host_rsp, or the CXL.mem channels instead)."""
+    from cxlkv.hdl.controller import BI_HOST_CHANNELS, Controller
+    from cxlkv.models.controller import BI_MAX_LINES, ControllerModel
+    for cls in (Controller, ControllerModel):
+        with pytest.raises(ValueError, match="host_data needs the tier mover"):
+            cls(tiers="none", host_data=True)
+        with pytest.raises(ValueError, match="bisnoop needs the host data path"):
+            cls(bisnoop=True)
+        with pytest.raises(ValueError, match=f"built up to {BI_MAX_LINES} lines; this geometry's window has 65536"):
+            cls(host_data=True, bisnoop=True)                     # the default 4 x 2 x 1024 window
+        with pytest.raises(ValueError, match="tier_line_bits must be 547"):
+            cls(host_data=True, tier_line_bits=512)
+        with pytest.raises(ValueError, match="host_data must be True or False"):
+            cls(host_data="yes")
+    small = {"n_layers": 2, "n_kv_heads": 2, "entries_log2": 6, "max_budget": 4}
+    caps = R["CAPS"]
+    quant, bi = caps.field("quant").mask, caps.field("bisnoop").mask
+    assert ControllerModel(**small).read32(caps.offset)[0] & (quant | bi) == 0
+    assert ControllerModel(**small, host_data=True).read32(caps.offset)[0] & (quant | bi) == quant
+    assert ControllerModel(**small, host_data=True, bisnoop=True).read32(caps.offset)[0] & (quant | bi) == quant | bi
+    hd = Controller(**small, host_data=True).signature.members
+    assert {"access", "host_wdata", "host_rsp"} <= set(hd) and not set(BI_HOST_CHANNELS) & set(hd)
+    bs = Controller(**small, host_data=True, bisnoop=True).signature.members
+    assert set(BI_HOST_CHANNELS) <= set(bs) and not {"access", "host_wdata", "host_rsp"} & set(bs)
+
+
 # ------------------------------------------------------------------ the prefetch engine in the top
 
 from cxlkv.models import prefetch as PF  # noqa: E402
