@@ -11,7 +11,7 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   ``dequantize(quantize(write))`` otherwise); the engine in situ against ``BISnoopModel``; the filter
   covers the host; at the end a flush and a read-back of every line, every request answered, the
   device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the ports showed,
-  TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default 5000) per run.
+  TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default 12000) per run.
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
@@ -102,7 +102,7 @@ def _check_ports(env, counts):
 async def _random(dut, salt, positions):
     env = CxlEnv(dut, _sub_rng(salt), hdm_base=0)
     await env.start()
-    host, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 5000), positions)
+    host, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions)
     env.check_data()
     env.check_engine()
     _check_ports(env, counts)
@@ -274,7 +274,7 @@ async def test_bi_timeout(dut):
 @cocotb.test(skip=SKIP)
 async def test_scoreboards_catch_corruption(dut):
     """Negative test: MemData expectation #3 and in-situ model output #25 corrupted; each reported, only it."""
-    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25)
+    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25, hdm_base=0)
     await env.start()
     await host_run(env, 1500, range(32, 40))
     assert len(env.data_mismatches) == 1 and env.data_mismatches[0][0] == 3, env.data_mismatches
