@@ -5,13 +5,20 @@ Environment: ``tb/controller/cxlhost.py``. Every test runs with random S2M backp
 BISnp, random gaps on the M2S channels and random delivery delays to the host.
 
 * test_random_a, test_random_b: the host cache (reads S/A, stores, dirty writebacks, clean evictions,
-  upgrades, read-backs, snoop answers with the conflict flow) over lines of 5 entries of every queue
-  (fp16, fp8, int8, int4), QUEUE_BUDGET 2, so the tracker evicts all the time and the engine snoops
-  the lines the host holds; every MemData against the host's newest write (bit for bit in fp16,
-  ``dequantize(quantize(write))`` otherwise); the engine in situ against ``BISnoopModel``; the filter
-  covers the host; at the end a flush and a read-back of every line, every request answered, the
-  device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the ports showed,
-  TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default 12000) per run.
+  upgrades, NoOp read-backs, MemSpecRd, snoop answers with the conflict flow and ``early_answer``) over
+  4 lines each of 5 entries of every queue (fp16, fp8, int8, int4; store values random bits or
+  gaussian FP16 lanes of random scale, some with an Inf), QUEUE_BUDGET 2, so the tracker evicts all the
+  time and the engine snoops the lines the host holds; every MemData against the host's newest write
+  (bit for bit in fp16, ``dequantize(quantize(write))`` otherwise); the engine in situ against
+  ``BISnoopModel``; the filter covers the host; at the end a flush and a read-back of every line, every
+  request answered (an NDR per Req but MemSpecRd and per RwD, a DRS per read, a route per data-path
+  access), the device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the
+  ports showed, no error, TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default
+  12000) per run. The host keeps at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
+  ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels: with many more the top can deadlock (its
+  16-entry access queue full of accesses behind an eviction that waits for a snoop whose BIConflict
+  is behind a MemWr on RwD: e.g. CXLKV_CXL_QUEUED=16 CXLKV_CXL_OUTSTANDING=64 CXLKV_SEED=12). HDM_BASE
+  is 0 here (test_bisnp_address_hdm_base).
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
@@ -63,9 +70,10 @@ async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None):
     counts = {"spec": 0}
     if outstanding is None:
         outstanding = env_int("CXLKV_CXL_OUTSTANDING", 6)
+    queued = env_int("CXLKV_CXL_QUEUED", 4)                  # messages waiting on the M2S channels
 
     def stimulus():
-        if env.pending_m2s() > 4 or len(host.pending) >= outstanding or rng.random() > issue_rate:
+        if env.pending_m2s() > queued or len(host.pending) >= outstanding or rng.random() > issue_rate:
             return
         line = rng.choice(line0) if rng.random() < 0.35 else rng.choice(used)
         msgs = host.issue(line)
@@ -269,6 +277,8 @@ async def test_bi_timeout(dut):
     env.check_engine()
     got = await env.check_counters()
     assert got["BI_TIMEOUTS"] == 1 and got["PROTO_ERRORS"] == 0 and got["BIRSP_I"] == 1, got
+    await dev.clear_counters()                               # clears the engine's sticky status too
+    assert (await dev.status())["bi_timeout"] == 0 and await dev.read_reg("BI_TIMEOUTS") == 0
 
 
 @cocotb.test(skip=SKIP)
