@@ -972,7 +972,10 @@ class Controller(wiring.Component):
         m.d.comb += [eng.m2s_birsp.payload.eq(birsp.payload), eng.m2s_birsp.valid.eq(birsp.valid & en),
                      birsp.ready.eq(eng.m2s_birsp.ready & en)]
         wiring.connect(m, eng.s2m_ndr, wiring.flipped(self.s2m_ndr))
-        wiring.connect(m, eng.s2m_bisnp, wiring.flipped(self.s2m_bisnp))
+        # the engine names lines of the window: a BISnp carries the host's address (+ HDM_BASE)
+        bo = self.s2m_bisnp
+        m.d.comb += [bo.payload.eq(eng.s2m_bisnp.payload), bo.payload.addr.eq(eng.s2m_bisnp.payload.addr + base_l),
+                     bo.valid.eq(eng.s2m_bisnp.valid), eng.s2m_bisnp.ready.eq(bo.ready)]
         m.d.comb += [eng.s2m_drs.ready.eq(1),         # its store holds no data here: the data path answers
                      eng.error.ready.eq(1)]           # counted below
 
