@@ -15,7 +15,8 @@ def add_arguments(p):
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth, prefetch (0 or 1); "
+                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth, prefetch, host_data, "
+                        "bisnoop (0 or 1); "
                         "docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
@@ -83,9 +84,9 @@ def _build_params(items):
             out[name] = int(value, 0)
         except ValueError:
             raise CxlkvError(f"bad value in --build {item!r}: an integer is needed") from None
-        if name == "prefetch":
+        if name in ("prefetch", "host_data", "bisnoop"):
             if out[name] not in (0, 1):
-                raise CxlkvError(f"bad value in --build {item!r}: prefetch is 0 or 1")
+                raise CxlkvError(f"bad value in --build {item!r}: {name} is 0 or 1")
             out[name] = bool(out[name])
     return out
 
