@@ -344,6 +344,10 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
     assert "exceeds the device's (4 x 2, 128 positions)" in capsys.readouterr().err
     assert main(["ctl", "--transport", "model", "--build", "colour=3", "info"]) == 2
     assert "bad --build parameters" in capsys.readouterr().err
+    assert main(["ctl", "--transport", "model", "--build", "host_data=2", "info"]) == 2
+    assert "host_data is 0 or 1" in capsys.readouterr().err
+    assert main(["ctl", "--transport", "model", "--build", "bisnoop=1", "info"]) == 2
+    assert "bisnoop needs the host data path" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the phase detector in the top
