@@ -51,8 +51,7 @@ DW = 512
 #: the engine outputs compared with the model in situ (its DRS data comes from the data path)
 ENGINE_CHECKED = ("s2m_ndr", "s2m_bisnp", "policy_rsp", "error")
 ENGINE_IN = ("m2s_req", "m2s_rwd", "m2s_birsp", "policy")
-#: an HDM window base (a line address offset of 0x1000 on the wire); the tests that see BISnps use 0
-#: (the top's BISnp carries the engine's line, not the host address: see test_bisnp_address_hdm_base)
+#: the bench's HDM window base (a line address offset of 0x1000 on the wire)
 HDM_BASE = 0x40000
 LINES_PER_ENTRY = 8
 #: tags of the bench's own messages (the host's stay far below in a run)

@@ -17,13 +17,14 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   12000) per run. The host keeps at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
   ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels: with many more the top can deadlock (its
   16-entry access queue full of accesses behind an eviction that waits for a snoop whose BIConflict
-  is behind a MemWr on RwD: e.g. CXLKV_CXL_QUEUED=16 CXLKV_CXL_OUTSTANDING=64 CXLKV_SEED=12). HDM_BASE
-  is 0 here (test_bisnp_address_hdm_base).
+  is behind a MemWr on RwD: e.g. CXLKV_CXL_QUEUED=16 CXLKV_CXL_OUTSTANDING=64 CXLKV_SEED=12).
+  HDM_BASE 0x40000 in run a (the wire address is line + 0x1000), 0 in run b.
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
 * test_bi_timeout: BI_TIMEOUT small and a snoop the host does not answer: BI_TIMEOUTS, STATUS.bi_timeout,
   IRQ_STATUS.bi_timeout; the late BIRsp completes the eviction and the reads behind it.
+* test_bisnp_address_hdm_base: a held line's BISnp carries the host address with HDM_BASE != 0.
 * test_scoreboards_catch_corruption: one corrupted MemData expectation and one corrupted in-situ model
   output are each reported, and only they.
 
@@ -38,7 +39,7 @@ from cxlkv.hdl.controller import Controller
 from cxlkv.models import bisnoop as M
 from cxlkv.tb.bisnoop.host import MOD
 from cxlkv.tb.common import env_int, test_rng
-from cxlkv.tb.controller.cxlhost import OWN_TAG0, CxlEnv
+from cxlkv.tb.controller.cxlhost import HDM_BASE, OWN_TAG0, CxlEnv
 
 RTL_READY = "bisnoop" in inspect.signature(Controller.__init__).parameters
 SKIP = not RTL_READY
@@ -107,8 +108,8 @@ def _check_ports(env, counts):
     assert s["routes"] == env.expect_routes, f"routes {s['routes']}, data-path accesses {env.expect_routes}"
 
 
-async def _random(dut, salt, positions):
-    env = CxlEnv(dut, _sub_rng(salt), hdm_base=0)
+async def _random(dut, salt, positions, hdm_base):
+    env = CxlEnv(dut, _sub_rng(salt), hdm_base=hdm_base)
     await env.start()
     host, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions)
     env.check_data()
@@ -129,12 +130,12 @@ async def _random(dut, salt, positions):
 
 @cocotb.test(skip=SKIP)
 async def test_random_a(dut):
-    await _random(dut, 0xA, range(0, 16))
+    await _random(dut, 0xA, range(0, 16), HDM_BASE)
 
 
 @cocotb.test(skip=SKIP)
 async def test_random_b(dut):
-    await _random(dut, 0xB, range(16, 32))
+    await _random(dut, 0xB, range(16, 32), 0)
 
 
 # -- directed -------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ async def _held_line_evicted(env, own, q, pos):
 
 @cocotb.test(skip=SKIP)
 async def test_bi_timeout(dut):
-    env = CxlEnv(dut, _sub_rng(0x7), ready_prob=1.0, idle=0.0, hdm_base=0)
+    env = CxlEnv(dut, _sub_rng(0x7), ready_prob=1.0, idle=0.0)
     await env.start(timeout_cycles=64)
     own = Own(env)
     dev = env.dev
@@ -284,7 +285,7 @@ async def test_bi_timeout(dut):
 @cocotb.test(skip=SKIP)
 async def test_scoreboards_catch_corruption(dut):
     """Negative test: MemData expectation #3 and in-situ model output #25 corrupted; each reported, only it."""
-    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25, hdm_base=0)
+    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25)
     await env.start()
     await host_run(env, 1500, range(32, 40))
     assert len(env.data_mismatches) == 1 and env.data_mismatches[0][0] == 3, env.data_mismatches
@@ -304,11 +305,10 @@ async def test_scoreboards_catch_corruption(dut):
         raise AssertionError("check_engine() passed despite a corrupted model output")
 
 
-@cocotb.test(skip=SKIP, expect_fail=True)
+@cocotb.test(skip=SKIP)
 async def test_bisnp_address_hdm_base(dut):
-    """KNOWN RTL BUG (expect_fail): with HDM_BASE != 0 the top's BISnp carries the engine's line
-    (Addr - HDM_BASE)/64 instead of the host address Addr[51:6] (the engine's s2m_bisnp is connected to
-    the port without adding HDM_BASE back). Remove expect_fail once hdl/controller.py adds it."""
+    """With HDM_BASE != 0 a BISnp carries the host's address Addr[51:6] = line + HDM_BASE/64 (the engine
+    names lines of the window; 8a211fd sent the engine's line, fixed in 9b96ff0)."""
     env = CxlEnv(dut, _sub_rng(0xD), ready_prob=1.0, idle=0.0)
     assert env.base_line
     await env.start()
