@@ -22,7 +22,8 @@ replaces the MemData comparison (e.g. a device that stores lines quantized, or a
 scoreboard that records mismatches instead of raising); ``early_answer=True`` answers
 a snoop that conflicts with a request whose Cmp has come but whose MemData has not,
 at the BIConflictAck, from the state the Cmp granted (a device whose data can wait for
-that snoop's answer needs it); ``new_value(line)`` makes the host's store values.
+that snoop's answer needs it); ``new_value(line)`` makes the host's store values; ``tags``
+(first, last) the M2S tags it uses, so that several hosts can share a device (on disjoint lines).
 
 The class is transport free: ``issue()`` and ``receive()`` return the M2S messages to
 send, as ``(channel, fields)`` with the integer fields of ``cxlkv.models.bisnoop``.
@@ -66,8 +67,10 @@ class SnoopWait:
 
 
 class HostCache:
-    def __init__(self, lines, data_width, rng, bi_id=0, data_check=None, early_answer=False, new_value=None):
+    def __init__(self, lines, data_width, rng, bi_id=0, data_check=None, early_answer=False, new_value=None,
+                 tags=(1, 0xFFFF)):
         self.lines, self.dw, self.rng, self.bi_id = lines, data_width, rng, bi_id
+        self.tag_first, self.tag_last = tags          # the M2S tags this host uses (several hosts on one device)
         self.data_check, self.early_answer, self.new_value = data_check, early_answer, new_value
         self.state = [I] * lines
         self.data = [0] * lines
@@ -76,15 +79,22 @@ class HostCache:
         self.snoops: dict[int, SnoopWait] = {}
         self.by_tag: dict[int, int] = {}    # M2S tag -> line
         self.conflicts: dict[int, int] = {} # BIConflict tag -> line, until its BIConflictAck
-        self.next_tag = 1
+        self.next_tag = self.tag_first
         self.stats = {"reads": 0, "writes": 0, "writebacks": 0, "clean_evicts": 0, "snoops": 0,
                       "conflicts": 0, "conflict_ack_first": 0, "conflict_cmp_first": 0, "released": 0,
                       "early_answers": 0}
 
     # -- helpers ---------------------------------------------------------------------------
-    def _tag(self, line):
+    def _new_tag(self):
         t = self.next_tag
-        self.next_tag = self.next_tag % 0xFFFF + 1
+        self.next_tag = t + 1 if t < self.tag_last else self.tag_first
+        return t
+
+    def owns_tag(self, tag):
+        return self.tag_first <= tag <= self.tag_last
+
+    def _tag(self, line):
+        t = self._new_tag()
         self.by_tag[t] = line
         return t
 
@@ -259,8 +269,7 @@ class HostCache:
         self.snoops[line] = sn
         if line in self.pending:                             # our own request races the snoop
             self.stats["conflicts"] += 1
-            t = self.next_tag
-            self.next_tag = self.next_tag % 0xFFFF + 1
+            t = self._new_tag()
             self.conflicts[t] = line
             sn.conflict_tag = t
             return [("m2s_rwd", {"opcode": M.BI_CONFLICT, "snp_type": 0, "meta_field": M.MF_NOOP, "meta_value": 0,

@@ -11,10 +11,10 @@ One clocked loop per simulation (cheaper than a coroutine per port) that, every 
   accepted inputs (M2S Req/RwD/BIRsp, policy; its ``tick``) go through ``cxlkv.models.bisnoop.BISnoopModel``
   in acceptance order, its outputs (NDR, BISnp, policy_rsp, error) are compared in order
   (:class:`InOrderScoreboard` per channel);
-* **delivers** each S2M message to the MESI host cache (``tb/bisnoop/host.py``, ``early_answer=True``)
-  after a random delay (in order per channel, so a BISnp can overtake a Cmp), and queues the host's
-  answers. Addresses: the host's lines are the engine's (0 .. lines-1); the wire carries
-  ``line + HDM_BASE/64``.
+* **delivers** each S2M message to a MESI host cache (``tb/bisnoop/host.py``, ``early_answer=True``;
+  one or more, on disjoint lines, each with its own tag range: NDR/DRS go by tag, BISnp by line) after
+  a random delay (in order per channel, so a BISnp can overtake a Cmp), and queues the host's answers.
+  Addresses: the host's lines are the engine's (0 .. lines-1); the wire carries ``line + HDM_BASE/64``.
 
 The host's MemData check is replaced by a data scoreboard (:meth:`CxlEnv.data_check`): every
 MemData must equal the host's newest write of the line, bit for bit in an FP16 queue, and exactly
@@ -175,7 +175,9 @@ class CxlEnv:
         self.eng_errors = {k: 0 for k in range(1, M.N_ERROR_KINDS + 1)}
         self.model = None
         self.used_lines = []
-        self.host = None
+        self.hosts = []                     # MESI host caches on disjoint lines, each with its own tags
+        self.owner = {}                     # line -> its host
+        self.host_lines = []                # per host: its lines
         self._np = np.random.default_rng(rng.getrandbits(32))
 
     # -- addresses, formats, data --------------------------------------------------------------
@@ -214,9 +216,9 @@ class CxlEnv:
 
     def _whose(self, data):
         """For a mismatch report: the lines whose newest write reads back as ``data``."""
-        if self.host is None:
+        if not self.hosts:
             return ""
-        hits = [line for line in self.used_lines if data and self.expect(line, self.host.truth[line]) == data]
+        hits = [line for line in self.used_lines if data and self.expect(line, self.owner[line].truth[line]) == data]
         old = [(hex(line), cyc) for cyc, line, v in self.write_log if data and self.expect(line, v) == data]
         return (f" (the newest write of line(s) {[hex(x) for x in hits]}; written to (line, cycle) {old[:4]}; "
                 f"{self.diagnose()})")
@@ -289,11 +291,15 @@ class CxlEnv:
         await dev.clear_counters()
         await dev.settle()
 
-    def make_host(self, used_lines):
+    def make_hosts(self, used_lines, n=1):
+        """``n`` host caches; the lines alternate between them (an entry's lines are held by several)."""
         self.used_lines = sorted(used_lines)
-        self.host = HostCache(self.lines, DW, self.rng, data_check=self.data_check, early_answer=True,
-                              new_value=self.new_value)
-        return self.host
+        span = (OWN_TAG0 - 1) // n
+        self.hosts = [HostCache(self.lines, DW, self.rng, data_check=self.data_check, early_answer=True,
+                                new_value=self.new_value, tags=(1 + k * span, (k + 1) * span)) for k in range(n)]
+        self.host_lines = [self.used_lines[k::n] for k in range(n)]
+        self.owner = {line: self.hosts[k] for k in range(n) for line in self.host_lines[k]}
+        return self.hosts
 
     # -- sending --------------------------------------------------------------------------------
     def send(self, msgs):
@@ -400,9 +406,10 @@ class CxlEnv:
                     msg = self.eng_packers[ch].unpack(int(ep.payload.value))
                     self._engine_out(ch, msg)
                     active = True
-            if active and self.host is not None:
+            if active and self.hosts:
                 try:
-                    self.host.check_filter(self.model.state, self.used_lines)
+                    for host, lines in zip(self.hosts, self.host_lines):
+                        host.check_filter(self.model.state, lines)
                 except HostCheckError as exc:
                     self._error(f"filter: {exc}")
 
@@ -447,7 +454,7 @@ class CxlEnv:
         if ch != "s2m_bisnp" and msg["tag"] in self.own:
             self.own[msg["tag"]].append((ch, msg))
             return
-        if ch == "s2m_bisnp" and (self.hold_snoops or self.host is None):
+        if ch == "s2m_bisnp" and (self.hold_snoops or not self.hosts):
             self.own_bisnp.append(msg)            # as on the wire
             return
         if ch == "s2m_bisnp":
@@ -457,11 +464,14 @@ class CxlEnv:
                             f"{self.base_line:#x} .. {self.base_line + self.lines - 1:#x})")
                 return
             msg = dict(msg, addr=line)
-        if self.host is None:
-            self._error(f"{ch} {msg} with no host and no own request")
+            host = self.owner.get(line)
+        else:
+            host = next((h for h in self.hosts if h.owns_tag(msg["tag"])), None)
+        if host is None:
+            self._error(f"{ch} {msg}: no host's line or tag, and no own request")
             return
         try:
-            self.send(self.host.receive(ch, msg))
+            self.send(host.receive(ch, msg))
         except HostCheckError as exc:
             self._error(f"host: {exc}")
 
@@ -486,9 +496,9 @@ class CxlEnv:
         self.sb[ch].actual(msg)
         if ch == "error":
             self.eng_errors[msg["kind"]] = self.eng_errors.get(msg["kind"], 0) + 1
-        elif ch == "policy_rsp" and self.host is not None and msg["addr"] < self.lines:
+        elif ch == "policy_rsp" and msg["addr"] in self.owner:
             try:
-                self.host.released(msg, check_data=False)
+                self.owner[msg["addr"]].released(msg, check_data=False)
             except HostCheckError as exc:
                 self._error(f"host: {exc}")
 
@@ -505,7 +515,7 @@ class CxlEnv:
             await RisingEdge(self.dut.clk)
 
     def quiet_now(self):
-        host_busy = self.host is not None and (self.host.pending or self.host.snoops)
+        host_busy = any(h.pending or h.snoops for h in self.hosts)
         return not (host_busy or self.pending_m2s() or any(self.inbox.values()))
 
     def diagnose(self):
@@ -532,7 +542,7 @@ class CxlEnv:
                 return
             if self.errors:
                 raise AssertionError(self.errors[0])
-        host = self.host
+        host = next((h for h in self.hosts if h.pending or h.snoops), None)
         raise AssertionError(f"{what}: no progress after {limit} clocks (deadlock?): m2s queued "
                              f"{self.pending_m2s()}, host pending "
                              f"{dict(list(host.pending.items())[:4]) if host else None}, snoops "

@@ -4,9 +4,9 @@
 Environment: ``tb/controller/cxlhost.py``. Every test runs with random S2M backpressure on NDR, DRS and
 BISnp, random gaps on the M2S channels and random delivery delays to the host.
 
-* test_random_a, test_random_b: the host cache (reads S/A, stores, dirty writebacks, clean evictions,
-  upgrades, NoOp read-backs, MemSpecRd, snoop answers with the conflict flow and ``early_answer``) over
-  4 lines each of 5 entries of every queue (fp16, fp8, int8, int4; store values random bits or
+* test_random_a (two host caches, the lines alternating between them), test_random_b (one): the host
+  caches (reads S/A, stores, dirty writebacks, clean evictions, upgrades, NoOp read-backs, MemSpecRd,
+  snoop answers with the conflict flow and ``early_answer``) over 4 lines each of 5 entries of every queue (fp16, fp8, int8, int4; store values random bits or
   gaussian FP16 lanes of random scale, some with an Inf), QUEUE_BUDGET 2, so the tracker evicts all the
   time and the engine snoops the lines the host holds; every MemData against the host's newest write
   (bit for bit in fp16, ``dequantize(quantize(write))`` otherwise); the engine in situ against
@@ -14,7 +14,7 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   request answered (an NDR per Req but MemSpecRd and per RwD, a DRS per read, a route per data-path
   access), the device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the
   ports showed, no error, TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default
-  12000) per run. The host keeps at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
+  12000) per run. The hosts keep at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
   ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels: with many more the top can deadlock (its
   16-entry access queue full of accesses behind an eviction that waits for a snoop whose BIConflict
   is behind a MemWr on RwD: e.g. CXLKV_CXL_QUEUED=16 CXLKV_CXL_OUTSTANDING=64 CXLKV_SEED=12).
@@ -62,21 +62,24 @@ def _used_lines(env, rng, positions, n_pos=5):
     return used, line0
 
 
-async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None):
-    """The host cache against the top for ``cycles`` clocks, then flush, read back, drain. The host keeps
-    at most ``outstanding`` requests waiting for answers (CXLKV_CXL_OUTSTANDING, default 6)."""
+async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_hosts=1):
+    """``n_hosts`` host caches against the top for ``cycles`` clocks, then flush, read back, drain. The
+    hosts keep at most ``outstanding`` requests waiting for answers (CXLKV_CXL_OUTSTANDING, default 6).
+    Returns the hosts' stats (summed) and the stimulus counts."""
     rng = env.rng
     used, line0 = _used_lines(env, rng, positions)
-    host = env.make_host(used)
+    hosts = env.make_hosts(used, n_hosts)
     counts = {"spec": 0}
     if outstanding is None:
         outstanding = env_int("CXLKV_CXL_OUTSTANDING", 6)
     queued = env_int("CXLKV_CXL_QUEUED", 4)                  # messages waiting on the M2S channels
 
     def stimulus():
-        if env.pending_m2s() > queued or len(host.pending) >= outstanding or rng.random() > issue_rate:
+        if (env.pending_m2s() > queued or sum(len(h.pending) for h in hosts) >= outstanding
+                or rng.random() > issue_rate):
             return
         line = rng.choice(line0) if rng.random() < 0.35 else rng.choice(used)
+        host = env.owner[line]
         msgs = host.issue(line)
         if not msgs and not host.busy(line) and host.state[line] != MOD and rng.random() < 0.4:
             msgs = host.read_back(line)           # a NoOp read: line 0 makes a tracker event
@@ -90,14 +93,17 @@ async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None):
     await env.cycles(cycles)
     env.stimulus = None
     await env.settle(what="after the random traffic")
-    env.send(host.flush())
+    for host in hosts:
+        env.send(host.flush())
     await env.settle(what="after the flush")
     for line in used:                             # memory holds the newest write of every line
-        env.send(host.read_back(line))
+        env.send(env.owner[line].read_back(line))
     await env.settle(what="after the read-back")
     await env.dev.settle()
     assert not env.errors, "\n".join(env.errors[:5])
-    return host, counts
+    assert not any(h.pending or h.snoops for h in hosts), "a host was left waiting"
+    stats = {k: sum(h.stats[k] for h in hosts) for k in hosts[0].stats}
+    return stats, counts
 
 
 def _check_ports(env, counts):
@@ -108,34 +114,33 @@ def _check_ports(env, counts):
     assert s["routes"] == env.expect_routes, f"routes {s['routes']}, data-path accesses {env.expect_routes}"
 
 
-async def _random(dut, salt, positions, hdm_base):
+async def _random(dut, salt, positions, hdm_base, n_hosts):
     env = CxlEnv(dut, _sub_rng(salt), hdm_base=hdm_base)
     await env.start()
-    host, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions)
+    stats, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions, n_hosts=n_hosts)
     env.check_data()
     env.check_engine()
     _check_ports(env, counts)
-    assert not host.pending and not host.snoops, f"host left waiting: {host.pending} {host.snoops}"
     assert int(env.eng["idle"].value), "the engine is not idle at the end"
     assert not (await env.dev.status())["busy"]
     got = await env.check_counters()
     tier = {n: await env.dev.read_reg(n) for n in ("TIER_WRITEBACKS", "EVICTIONS", "TIER_CLEAN_DROPS")}
-    dut._log.info("host %s; counters %s %s; %d MemData compared, %d spec reads, %d cycles", host.stats, got, tier,
-                  env.data_compared, counts["spec"], env.cycle)
+    dut._log.info("%d host(s) %s; counters %s %s; %d MemData compared, %d spec reads, %d cycles", n_hosts, stats, got,
+                  tier, env.data_compared, counts["spec"], env.cycle)
     assert got["PROTO_ERRORS"] == 0 and got["BI_TIMEOUTS"] == 0, "errors with a correct host"
     assert tier["EVICTIONS"] > 0 and tier["TIER_WRITEBACKS"] > 0 and got["BISNP_SENT"] > 0, \
         f"no evictions, writebacks or snoops: {tier} {got}"
-    assert host.stats["snoops"] == got["BISNP_SENT"] and host.stats["writebacks"] > 0
+    assert stats["snoops"] == got["BISNP_SENT"] and stats["writebacks"] > 0
 
 
 @cocotb.test(skip=SKIP)
 async def test_random_a(dut):
-    await _random(dut, 0xA, range(0, 16), HDM_BASE)
+    await _random(dut, 0xA, range(0, 16), HDM_BASE, n_hosts=2)
 
 
 @cocotb.test(skip=SKIP)
 async def test_random_b(dut):
-    await _random(dut, 0xB, range(16, 32), 0)
+    await _random(dut, 0xB, range(16, 32), 0, n_hosts=1)
 
 
 # -- directed -------------------------------------------------------------------------------------
