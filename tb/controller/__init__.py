@@ -5,7 +5,7 @@
   tests/test_datapath.py), at C++ speed.
 * ``controller_cxl`` (this package's ``BENCHES``; test module ``test_cxl.py``, environment
   ``cxlhost.py``): a cocotb bench of the top with the host data path and the BI-snoop engine
-  (``host_data=True, bisnoop=True``) on its CXL.mem ports: a MESI host cache (tb/bisnoop/host.py)
+  (``host_data=True, bisnoop=True``) on its CXL.mem ports: MESI host caches (tb/bisnoop/host.py)
   with random traffic and backpressure, every MemData against the host's newest write through the
   queue's format, the engine in situ against ``cxlkv.models.bisnoop``, counters, error cases and a
   BIRsp timeout, and negative tests of both scoreboards.

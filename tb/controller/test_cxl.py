@@ -122,6 +122,7 @@ async def _random(dut, salt, positions, hdm_base, n_hosts):
     env.check_engine()
     _check_ports(env, counts)
     assert int(env.eng["idle"].value), "the engine is not idle at the end"
+    assert not any(env.model.tags), f"snoops still outstanding at the end: {env.model.tags}"
     assert not (await env.dev.status())["busy"]
     got = await env.check_counters()
     tier = {n: await env.dev.read_reg(n) for n in ("TIER_WRITEBACKS", "EVICTIONS", "TIER_CLEAN_DROPS")}
