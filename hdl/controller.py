@@ -990,8 +990,11 @@ class Controller(wiring.Component):
             hr.ready.eq(hr.payload.write | drs.ready),
         ]
 
-        # the evict gate: the victim entry's lines released one policy evict each (in parallel, up to
-        # the engine's BITags), Busy retried after BI_RETRY_CYCLES, then the grant
+        # the evict gate: a policy evict for each line of the victim entry (in parallel, up to the
+        # engine's BITags), Busy retried after BI_RETRY_CYCLES; the grant once every line is released
+        # or its BISnpInv has left: the host's dirty data follows the move through the data path, and
+        # the data path is not held on the host's answer (which can wait behind data-path accesses on
+        # RwD, e.g. a BIConflict behind a MemWr when the access queue is full)
         lpe = self.tier_lines
         er, gr, pol, prs = tm.evict_req, tm.evict_grant, eng.policy, eng.policy_rsp
         active = Signal()
@@ -999,6 +1002,7 @@ class Controller(wiring.Component):
         cur_p = Signal.like(er.payload.position)
         released = Signal(lpe)
         issued = Signal(lpe)
+        snooped = Signal(lpe)                         # a BISnpInv for the line has left
         retry = Signal(range(BI_RETRY_CYCLES + 1))
         es_lines = Signal(4)                          # log2 of the lines of an entry in the HDM layout
         m.d.comb += es_lines.eq(regs.hdm_layout_entry_shift - 6)
@@ -1025,32 +1029,45 @@ class Controller(wiring.Component):
             pol.payload.op.eq(MB.P_EVICT),
             pol.payload.addr.eq(entry | pick),
             prs.ready.eq(1),
-            gr.valid.eq(active & (released == (1 << lpe) - 1)),
+            gr.valid.eq(active & ((released | snooped) == (1 << lpe) - 1)),
             gr.payload.queue.eq(cur_q), gr.payload.position.eq(cur_p), gr.payload.dirty_from_host.eq(0),
         ]
+        low = Signal(MB.ADDR_BITS)                    # the line bits of an engine address
         got = Signal(range(lpe))
-        m.d.comb += got.eq(prs.payload.addr[:max(1, (lpe - 1).bit_length())] & ((1 << es_lines) - 1))
+        mine = Signal()                               # the answer is for the current entry
+        snp = eng.s2m_bisnp
+        snp_line = Signal(range(lpe))
+        snp_mine = Signal()
+        m.d.comb += [low.eq((1 << es_lines) - 1),
+                     got.eq(prs.payload.addr & low), mine.eq((prs.payload.addr & ~low) == entry),
+                     snp_line.eq(snp.payload.addr & low),
+                     snp_mine.eq(snp.valid & snp.ready & ((snp.payload.addr & ~low) == entry))]
         with m.If(retry != 0):
             m.d.sync += retry.eq(retry - 1)
         with m.If(held):
             m.d.sync += [active.eq(0), retry.eq(0)]
         with m.Elif(er.valid & er.ready):
             m.d.sync += [active.eq(1), cur_q.eq(er.payload.queue), cur_p.eq(er.payload.position),
-                         released.eq(~line_mask), issued.eq(0)]
+                         released.eq(~line_mask), issued.eq(0), snooped.eq(0)]
         with m.Elif(gr.valid & gr.ready):
             m.d.sync += active.eq(0)
         with m.Else():
             rel_set = Signal(lpe)
             iss_set = Signal(lpe)
             iss_clr = Signal(lpe)
+            snp_set = Signal(lpe)
             with m.If(pol.valid & pol.ready):
                 m.d.comb += iss_set.eq(1 << pick)
-            with m.If(prs.valid & (prs.payload.op == MB.R_BUSY)):
+            with m.If(snp_mine):
+                m.d.comb += snp_set.eq(1 << snp_line)
+            # answers of an earlier entry's snoops (Released after its BIRspI) are not this entry's
+            with m.If(prs.valid & mine & (prs.payload.op == MB.R_BUSY)):
                 m.d.comb += iss_clr.eq(1 << got)
                 m.d.sync += retry.eq(BI_RETRY_CYCLES)
-            with m.Elif(prs.valid):                    # Released, Done or Refused (a line it does not track)
+            with m.Elif(prs.valid & mine):             # Released, Done or Refused (a line it does not track)
                 m.d.comb += rel_set.eq(1 << got)
-            m.d.sync += [released.eq(released | rel_set), issued.eq((issued | iss_set) & ~iss_clr)]
+            m.d.sync += [released.eq(released | rel_set), issued.eq((issued | iss_set) & ~iss_clr),
+                         snooped.eq(snooped | snp_set)]
 
         # counters (each steps by at most one per cycle)
         bis = Signal()
@@ -1074,8 +1091,17 @@ class Controller(wiring.Component):
         }
         m.d.comb += [regs.status_bi_timeout.eq(eng.err_status[MB.E_TIMEOUT - 1]),
                      regs.irq_status_bi_timeout_set.eq(tmo), regs.irq_status_proto_error_set.eq(proto)]
+        # snoops on their way or awaiting the host's answer (the gate does not wait for them): BISnp sent,
+        # minus BIRsp taken, plus those the engine then reports unknown or illegal (they close nothing)
+        outstanding = Signal(range(2 * self.bitags + 2))
+        closes_nothing = Signal()
+        m.d.comb += closes_nothing.eq(efire & ((kind == MB.E_UNKNOWN_TAG) | (kind == MB.E_ILLEGAL_RSP)))
+        with m.If(held):
+            m.d.sync += outstanding.eq(0)
+        with m.Else():
+            m.d.sync += outstanding.eq(outstanding + bis - bfire + closes_nothing)
         busy = Signal()
-        m.d.comb += busy.eq(active | ~eng.idle | aq.r_rdy)
+        m.d.comb += busy.eq(active | ~eng.idle | aq.r_rdy | (outstanding != 0))
         return steps, busy
 
     def _grant_at_once(self, m, held, tm):

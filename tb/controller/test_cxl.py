@@ -15,10 +15,11 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   access), the device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the
   ports showed, no error, TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default
   12000) per run. The hosts keep at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
-  ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels: with many more the top can deadlock (its
-  16-entry access queue full of accesses behind an eviction that waits for a snoop whose BIConflict
-  is behind a MemWr on RwD: e.g. CXLKV_CXL_QUEUED=16 CXLKV_CXL_OUTSTANDING=64 CXLKV_SEED=12).
-  HDM_BASE 0x40000 in run a (the wire address is line + 0x1000), 0 in run b.
+  ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels. HDM_BASE 0x40000 in run a (the wire address
+  is line + 0x1000), 0 in run b.
+* test_random_heavy: the same with 64 requests waiting and 16 queued: the access queue fills behind
+  evictions while their snoops are out, a BIConflict waits behind a MemWr on RwD. With a gate that
+  waited for the BIRsp this deadlocked (CXLKV_SEED=12); the gate grants once the snoops have left.
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
@@ -62,7 +63,7 @@ def _used_lines(env, rng, positions, n_pos=5):
     return used, line0
 
 
-async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_hosts=1):
+async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_hosts=1, queued=None):
     """``n_hosts`` host caches against the top for ``cycles`` clocks, then flush, read back, drain. The
     hosts keep at most ``outstanding`` requests waiting for answers (CXLKV_CXL_OUTSTANDING, default 6).
     Returns the hosts' stats (summed) and the stimulus counts."""
@@ -72,7 +73,8 @@ async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_
     counts = {"spec": 0}
     if outstanding is None:
         outstanding = env_int("CXLKV_CXL_OUTSTANDING", 6)
-    queued = env_int("CXLKV_CXL_QUEUED", 4)                  # messages waiting on the M2S channels
+    if queued is None:
+        queued = env_int("CXLKV_CXL_QUEUED", 4)              # messages waiting on the M2S channels
 
     def stimulus():
         if (env.pending_m2s() > queued or sum(len(h.pending) for h in hosts) >= outstanding
@@ -114,10 +116,10 @@ def _check_ports(env, counts):
     assert s["routes"] == env.expect_routes, f"routes {s['routes']}, data-path accesses {env.expect_routes}"
 
 
-async def _random(dut, salt, positions, hdm_base, n_hosts):
+async def _random(dut, salt, positions, hdm_base, n_hosts, **limits):
     env = CxlEnv(dut, _sub_rng(salt), hdm_base=hdm_base)
     await env.start()
-    stats, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions, n_hosts=n_hosts)
+    stats, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions, n_hosts=n_hosts, **limits)
     env.check_data()
     env.check_engine()
     _check_ports(env, counts)
@@ -142,6 +144,15 @@ async def test_random_a(dut):
 @cocotb.test(skip=SKIP)
 async def test_random_b(dut):
     await _random(dut, 0xB, range(16, 32), 0, n_hosts=1)
+
+
+@cocotb.test(skip=SKIP)
+async def test_random_heavy(dut):
+    """Many requests in flight (64 waiting, 16 queued per channel): the 16-entry access queue fills
+    behind evictions while snoops are out; a BIConflict can wait behind a MemWr on RwD. The gate grants
+    once the snoops have left, so nothing waits on the host's answer (this deadlocked with a gate that
+    waited for the BIRsp: CXLKV_SEED=12)."""
+    await _random(dut, 0xD, range(44, 50), HDM_BASE, n_hosts=1, outstanding=64, queued=16)   # positions no other test uses
 
 
 # -- directed -------------------------------------------------------------------------------------
