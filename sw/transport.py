@@ -8,7 +8,7 @@ a PCIe BAR or an FPGA board (the Glasgow pattern).
 * :class:`ModelTransport`: the register-file golden model (cxlkv.models.regs).
 * :class:`MmioTransport`: mmap of ``/sys/bus/pci/devices/<bdf>/resourceN`` or
   ``/dev/uioN`` (or any file standing in for one, which is how it is tested).
-* ``AxiLiteTransport`` (tb/regs): cocotbext-axi's AXI4-Lite master in a cocotb bench.
+* ``AxiLiteTransport`` (tb/common.py, used by tb/regs and tb/controller): cocotbext-axi's AXI4-Lite master in a cocotb bench.
 * :class:`SimTransport`: the Verilated controller top (hdl/controller.py) in a C++
   harness, started and stopped by the transport.
 * ``serial``: :class:`cxlkv.sw.serial_transport.SerialTransport`, the FPGA board's UART bridge.
@@ -408,9 +408,22 @@ class SimTransport(Transport):
         if status:
             raise BusError("write", addr, status)
 
+    @staticmethod
+    def _batch_status(status, value, lo, total, record, stalled, batch):
+        """A batch's harness status as the driver's error: ``record`` (what, into which port) does not fit
+        (0xFC); ``stalled`` (0xFD: the part of the device that stopped, what it counts, why it may have);
+        anything else."""
+        from cxlkv.tb.vharness import STATUS_BAD_RECORD, STATUS_STALLED
+        if status == STATUS_BAD_RECORD:
+            raise EventPortError(f"{record[0]} {lo + value} does not fit the device's {record[1]}")
+        if status == STATUS_STALLED:
+            raise EventPortError(f"{stalled[0]} stalled after {lo + value} of {total} {stalled[1]} ({stalled[2]})")
+        if status:
+            raise TransportError(f"simulation harness answered status {status:#x} to a batch of {batch}")
+
     async def events(self, records):
         import numpy as np
-        from cxlkv.tb.vharness import OP_EVENTS, STATUS_BAD_RECORD, STATUS_STALLED
+        from cxlkv.tb.vharness import OP_EVENTS
         records = np.ascontiguousarray(records, dtype=EVENT_DTYPE)
         if not self._has_events:
             raise EventPortError("this build of the controller has no tracker (no event port)")
@@ -420,19 +433,15 @@ class SimTransport(Transport):
             n = len(chunk)
             flags = 1 | (2 if self.throttle else 0)
             status, value, answer = self._call(OP_EVENTS, n, flags, chunk.tobytes(), answer=8 * n)
-            if status == STATUS_BAD_RECORD:
-                raise EventPortError(f"event record {lo + value} does not fit the device's event port")
-            if status == STATUS_STALLED:
-                raise EventPortError(f"the device's event port stalled after {lo + value} of {len(records)} events "
-                                     "(no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error)")
-            if status:
-                raise TransportError(f"simulation harness answered status {status:#x} to a batch of events")
+            self._batch_status(status, value, lo, len(records), ("event record", "event port"),
+                               ("the device's event port", "events",
+                                "no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error"), "events")
             parts.append(np.frombuffer(answer, DECISION_DTYPE))
         return np.concatenate(parts) if parts else np.zeros(0, DECISION_DTYPE)
 
     async def accesses(self, records):
         import numpy as np
-        from cxlkv.tb.vharness import OP_ACCESSES, STATUS_BAD_RECORD, STATUS_STALLED
+        from cxlkv.tb.vharness import OP_ACCESSES
         records = np.ascontiguousarray(records, dtype=ACCESS_DTYPE)
         if not self._has_hdm:
             raise EventPortError("this build of the controller has no tracker (no HDM decode)")
@@ -445,13 +454,9 @@ class SimTransport(Transport):
             n_acc = int((chunk["kind"] == 0).sum())
             flags = 2 if self.throttle else 0
             status, value = self._call_raw(OP_ACCESSES, len(chunk), flags, chunk.tobytes())
-            if status == STATUS_BAD_RECORD:
-                raise EventPortError(f"access record {lo + value} does not fit the device's HDM ports")
-            if status == STATUS_STALLED:
-                raise EventPortError(f"the device's HDM decode stalled after {lo + value} of {len(records)} items "
-                                     "(no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error)")
-            if status:
-                raise TransportError(f"simulation harness answered status {status:#x} to a batch of accesses")
+            self._batch_status(status, value, lo, len(records), ("access record", "HDM ports"),
+                               ("the device's HDM decode", "items",
+                                "no tracker in this build, CONTROL.enable = 0, or STATUS.ring_error"), "accesses")
             decs.append(np.frombuffer(self._recv(8 * value), DECISION_DTYPE))
             routes.append(np.frombuffer(self._recv(8 * n_acc), ROUTE_DTYPE))
         if not decs:
@@ -460,7 +465,7 @@ class SimTransport(Transport):
 
     async def lines(self, records, data):
         import numpy as np
-        from cxlkv.tb.vharness import OP_LINES, STATUS_BAD_RECORD, STATUS_STALLED
+        from cxlkv.tb.vharness import OP_LINES
         records = np.ascontiguousarray(records, dtype=ACCESS_DTYPE)
         if not self._has_hdm:
             raise EventPortError("this build of the controller has no tracker (no HDM decode)")
@@ -477,13 +482,9 @@ class SimTransport(Transport):
                                       rows.view(np.uint8).reshape(len(chunk), -1)], axis=1)
             flags = 2 if self.throttle else 0
             status, value = self._call_raw(OP_LINES, len(chunk), flags, payload.tobytes())
-            if status == STATUS_BAD_RECORD:
-                raise EventPortError(f"access record {lo + value} does not fit the device's HDM ports")
-            if status == STATUS_STALLED:
-                raise EventPortError(f"the device's host data path stalled after {lo + value} of {len(records)} "
-                                     "items (CONTROL.enable = 0, or STATUS.ring_error)")
-            if status:
-                raise TransportError(f"simulation harness answered status {status:#x} to a batch of lines")
+            self._batch_status(status, value, lo, len(records), ("access record", "HDM ports"),
+                               ("the device's host data path", "items", "CONTROL.enable = 0, or STATUS.ring_error"),
+                               "lines")
             decs.append(np.frombuffer(self._recv(8 * value), DECISION_DTYPE))
             routes.append(np.frombuffer(self._recv(8 * n_acc), ROUTE_DTYPE))
             rsps.append(np.frombuffer(self._recv(rsp_dtype.itemsize * n_acc), rsp_dtype))

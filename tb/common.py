@@ -15,6 +15,8 @@ import warnings
 from collections import deque
 from dataclasses import dataclass, field
 
+from cxlkv.sw.transport import BusError, Transport
+
 
 # Third-party bus models (cocotbext-axi, cocotb-bus) still call APIs cocotb 2.x
 # deprecates. Those warnings are not ours to fix; every other warning stays an
@@ -201,3 +203,25 @@ class InOrderScoreboard:
             raise ScoreboardError(f"{self.name}: " + "\n".join(problems))
         if self.compared == 0:
             raise ScoreboardError(f"{self.name}: nothing was compared")
+
+
+class AxiLiteTransport(Transport):
+    """The host driver's transport over cocotbext-axi's AXI4-Lite master: the same host code as on
+    hardware, in a cocotb bench (tb/regs, tb/controller)."""
+    name = "axil"
+
+    def __init__(self, master):
+        self.master = master
+
+    async def read32(self, addr):
+        from cocotbext.axi import AxiResp
+        r = await self.master.read(addr, 4)
+        if r.resp != AxiResp.OKAY:
+            raise BusError("read", addr, int(r.resp))
+        return int.from_bytes(r.data, "little")
+
+    async def write32(self, addr, value):
+        from cocotbext.axi import AxiResp
+        w = await self.master.write(addr, value.to_bytes(4, "little"))
+        if w.resp != AxiResp.OKAY:
+            raise BusError("write", addr, int(w.resp))

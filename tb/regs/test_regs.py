@@ -14,30 +14,11 @@ from cxlkv.hdl.regs import _field_kind, port_name
 from cxlkv.models import regmap
 from cxlkv.models.regs import FormatTable, RegisterFile
 from cxlkv.sw.driver import Device
-from cxlkv.sw.transport import BusError, Transport
-from cxlkv.tb.common import InOrderScoreboard, env_int, test_rng
+from cxlkv.sw.transport import BusError
+from cxlkv.tb.common import AxiLiteTransport, InOrderScoreboard, env_int, test_rng
 
 N_QUEUES = 8
 COLDLIST = regmap.MEMORIES[0]
-
-
-class AxiLiteTransport(Transport):
-    """The driver's transport over cocotbext-axi (the same host code as on hardware)."""
-    name = "axil"
-
-    def __init__(self, master):
-        self.master = master
-
-    async def read32(self, addr):
-        r = await self.master.read(addr, 4)
-        if r.resp != AxiResp.OKAY:
-            raise BusError("read", addr, int(r.resp))
-        return int.from_bytes(r.data, "little")
-
-    async def write32(self, addr, value):
-        w = await self.master.write(addr, value.to_bytes(4, "little"))
-        if w.resp != AxiResp.OKAY:
-            raise BusError("write", addr, int(w.resp))
 
 
 class ExternalResponder:
