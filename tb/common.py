@@ -205,6 +205,17 @@ class InOrderScoreboard:
             raise ScoreboardError(f"{self.name}: nothing was compared")
 
 
+def must_fail(check, what, log):
+    """A negative test's last step: ``check()`` must raise AssertionError (logged, first line), else
+    this raises naming ``what`` (the corruption the scoreboard missed)."""
+    try:
+        check()
+    except AssertionError as exc:
+        log.info("%s failed as it must: %s", check.__name__, str(exc).splitlines()[0])
+    else:
+        raise AssertionError(f"{check.__name__}() passed despite {what}")
+
+
 class AxiLiteTransport(Transport):
     """The host driver's transport over cocotbext-axi's AXI4-Lite master: the same host code as on
     hardware, in a cocotb bench (tb/regs, tb/controller)."""

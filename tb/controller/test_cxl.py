@@ -39,7 +39,7 @@ from cocotb.triggers import RisingEdge
 from cxlkv.hdl.controller import Controller
 from cxlkv.models import bisnoop as M
 from cxlkv.tb.bisnoop.host import MOD
-from cxlkv.tb.common import env_int, test_rng
+from cxlkv.tb.common import env_int, must_fail, test_rng
 from cxlkv.tb.controller.cxlhost import HDM_BASE, OWN_TAG0, CxlEnv
 
 RTL_READY = "bisnoop" in inspect.signature(Controller.__init__).parameters
@@ -306,20 +306,10 @@ async def test_scoreboards_catch_corruption(dut):
     await env.start()
     await host_run(env, 1500, range(32, 40))
     assert len(env.data_mismatches) == 1 and env.data_mismatches[0][0] == 3, env.data_mismatches
-    try:
-        env.check_data()
-    except AssertionError as exc:
-        dut._log.info("data scoreboard failed as it must: %s", str(exc).splitlines()[0])
-    else:
-        raise AssertionError("check_data() passed despite a corrupted expectation")
+    must_fail(env.check_data, "a corrupted expectation", dut._log)
     errors = sum(sb.errors for sb in env.sb.values())
     assert errors == 1, f"expected exactly one engine mismatch, the scoreboards saw {errors}"
-    try:
-        env.check_engine()
-    except AssertionError as exc:
-        dut._log.info("engine scoreboard failed as it must: %s", str(exc).splitlines()[0])
-    else:
-        raise AssertionError("check_engine() passed despite a corrupted model output")
+    must_fail(env.check_engine, "a corrupted model output", dut._log)
 
 
 @cocotb.test(skip=SKIP)
