@@ -32,8 +32,9 @@ from cxlkv.hdl.quant import LineDequantizer, LineQuantizer
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
-from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
+from cxlkv.hdl.tracker import MATRIX_MAX_SLOTS, META_BITS, Geometry, Tracker
 from cxlkv.models import bisnoop as MB
+from cxlkv.models.tracker import SELECTS
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
@@ -152,6 +153,8 @@ class Controller(wiring.Component):
     without a tracker); ``tier_lines`` lines of ``tier_line_bits`` per entry, ``tier_depth`` jobs
     in flight (frames per queue = ``max_budget``). ``prefetch``: the prefetch engine behind the
     tracker (with a tracker; CAPS.prefetch), configured by PREFETCH/PREFETCH_PERIOD.
+    ``tracker_select``: the tracker's victim selection, "ring" or "matrix" (max_budget <= 64;
+    the same decisions, docs/tracker.md "Matrix selection").
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
     ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
@@ -162,8 +165,9 @@ class Controller(wiring.Component):
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True, host_data=False, bisnoop=False):
+                 prefetch=True, host_data=False, bisnoop=False, tracker_select="ring"):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
+        self.tracker_select = tracker_select
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
         self.max_budget = max_slots(1 << entries_log2, max_budget)
@@ -174,6 +178,11 @@ class Controller(wiring.Component):
             tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
             self.bisnoop = check_bisnoop(bisnoop, self.host_data, n_layers, n_kv_heads, entries_log2, tier_lines)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
+            if tracker_select not in SELECTS:
+                raise ValueError(f"tracker_select must be one of {SELECTS}, got {tracker_select!r}")
+            if tracker_select == "matrix" and self.max_budget > MATRIX_MAX_SLOTS:
+                raise ValueError(f"tracker_select='matrix' takes max_budget <= {MATRIX_MAX_SLOTS}, "
+                                 f"got {self.max_budget} slots per queue")
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
                 raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
         except ValueError:
@@ -228,9 +237,10 @@ class Controller(wiring.Component):
 
     def _new_tracker(self):
         g = self.geom
+        kw = {} if self.tracker_select == "ring" else {"select": self.tracker_select}
         if self.max_budget == g.n_positions:
-            return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets)
-        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget)
+            return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, **kw)
+        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget, **kw)
 
     def _memory_ports(self):
         return TrackerMemory.NAMES

@@ -51,14 +51,19 @@ COUNTER_BITS = 32
 META_BITS = 64
 #: RTL-only counters: bad_events (layer/head beyond the geometry, prefetch into a queue without a
 #: step), mem_wait_cycles (waits on the metadata channels), pf_wait_cycles (a record waiting at
-#: accept behind a prefetch insert of its entry in flight)
-COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles")
+#: accept behind a prefetch insert of its entry in flight), fwd_wait_cycles (a record waiting a
+#: cycle in the back end right behind the record it forwards from)
+COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
 INFLIGHT = 16            # events between accept and retire (covers read latencies up to ~8)
+#: largest slots per queue of the matrix selection (its matrix is max_budget^2 bits per queue)
+MATRIX_MAX_SLOTS = 64
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
 
 # record kinds
 K_EVENT, K_ERROR, K_VREQ, K_VERR = 0, 1, 2, 3
+# input sources, in the priority the input register chooses them
+SRC_V, SRC_P, SRC_L, SRC_E = 0, 1, 2, 3
 
 
 def _bits(n):
@@ -148,6 +153,14 @@ def pack(layout, **fields):
     return Cat(*parts)
 
 
+def _or_all(values):
+    """The OR of ``values`` (a one-hot choice among values zeroed when not chosen)."""
+    out = values[0]
+    for v in values[1:]:
+        out = out | v
+    return out
+
+
 def lowest_set(m, vec, width):
     """(any, index) of the lowest set bit of ``vec``: a binary tree of 2:1 choices."""
     def rec(lo, n):
@@ -171,15 +184,23 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 8`` cycles).
+    hides is about ``inflight - 8`` cycles), ``select`` (the victim selection structure: "ring",
+    the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
+    queue, ``max_budget`` <= MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
 
     def __init__(self, n_layers=2, n_kv_heads=2, n_positions=64, n_buckets=128, max_budget=None,
-                 inflight=INFLIGHT):
+                 inflight=INFLIGHT, select="ring"):
         self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets, max_budget)
         if inflight < 2 or inflight & (inflight - 1):
             raise ValueError(f"inflight must be a power of two >= 2, got {inflight}")
+        if select not in T.SELECTS:
+            raise ValueError(f"select must be one of {T.SELECTS}, got {select!r}")
+        if select == "matrix" and g.max_budget > MATRIX_MAX_SLOTS:
+            raise ValueError(f"select='matrix' keeps a {g.max_budget} x {g.max_budget} bit matrix per queue: "
+                             f"max_budget must be <= {MATRIX_MAX_SLOTS} (use select='ring')")
         self.inflight = inflight
+        self.select = select
         ports = {
             "event": In(stream.Signature(g.event_layout())),
             "decision": Out(stream.Signature(g.decision_layout())),
@@ -208,6 +229,11 @@ class Tracker(wiring.Component):
         for name in COUNTERS:
             ports[name] = Out(COUNTER_BITS)
         super().__init__(ports)
+
+    def _mlist_layout(self):
+        """Per-queue state of the matrix selection: the slots in the order (resident, not pinned)."""
+        g = self.geom
+        return data.StructLayout({"started": 1, "nres": g.nres, "lst": g.max_budget})
 
     def rec_layout(self):
         g = self.geom
@@ -248,26 +274,37 @@ class Tracker(wiring.Component):
         m.submodules.step_mem = step_mem = Memory(shape=g.step_layout(), depth=g.n_queues, init=[])
         st_rd = step_mem.read_port(domain="comb")
         st_wr = step_mem.write_port()
-        m.submodules.list_mem = list_mem = Memory(shape=g.list_layout(), depth=g.n_queues, init=[])
+        SQ = g.max_budget
+        m.submodules.list_mem = list_mem = Memory(
+            shape=g.list_layout() if self.select == "ring" else self._mlist_layout(), depth=g.n_queues, init=[])
         ls_rd = list_mem.read_port(domain="comb")
         ls_wr = list_mem.write_port()
-        m.submodules.bhead = bhead = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
-        m.submodules.btail = btail = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
-        bh_rd_b, bh_rd_f = bhead.read_port(domain="comb"), bhead.read_port(domain="comb")
-        bt_rd_b, bt_rd_f = btail.read_port(domain="comb"), btail.read_port(domain="comb")
-        bh_wr_a, bh_wr_b = bhead.write_port(), bhead.write_port()
-        bt_wr_a, bt_wr_b = btail.write_port(), btail.write_port()
-        m.submodules.s_prev = s_prev = Memory(shape=g.sptr, depth=SLOTS, init=[])
-        m.submodules.s_next = s_next = Memory(shape=g.sptr, depth=SLOTS, init=[])
-        m.submodules.s_key = s_key = Memory(shape=T.KEY_BITS, depth=SLOTS, init=[])
+        if self.select == "ring":
+            m.submodules.bhead = bhead = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
+            m.submodules.btail = btail = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
+            bh_rd_b, bh_rd_f = bhead.read_port(domain="comb"), bhead.read_port(domain="comb")
+            bt_rd_b, bt_rd_f = btail.read_port(domain="comb"), btail.read_port(domain="comb")
+            bh_wr_a, bh_wr_b = bhead.write_port(), bhead.write_port()
+            bt_wr_a, bt_wr_b = btail.write_port(), btail.write_port()
+            m.submodules.s_prev = s_prev = Memory(shape=g.sptr, depth=SLOTS, init=[])
+            m.submodules.s_next = s_next = Memory(shape=g.sptr, depth=SLOTS, init=[])
+            m.submodules.s_key = s_key = Memory(shape=T.KEY_BITS, depth=SLOTS, init=[])
+            pv_rd_s = s_prev.read_port(domain="comb")
+            nx_rd_s, nx_rd_v = s_next.read_port(domain="comb"), s_next.read_port(domain="comb")
+            ky_rd_s = s_key.read_port(domain="comb")
+            pv_wr = [s_prev.write_port() for _ in range(3)]
+            nx_wr = [s_next.write_port() for _ in range(3)]
+            ky_wr = s_key.write_port()
+        else:
+            # per queue: the precedence matrix and the slots' keys, each one word (one write port:
+            # an event rewrites its queue's word), so both can be distributed RAM
+            m.submodules.m_order = m_order = Memory(shape=SQ * SQ, depth=g.n_queues, init=[])
+            m.submodules.m_keys = m_keys = Memory(shape=SQ * T.KEY_BITS, depth=g.n_queues, init=[])
+            mx_rd, mx_wr = m_order.read_port(domain="comb"), m_order.write_port()
+            mk_rd, mk_wr = m_keys.read_port(domain="comb"), m_keys.write_port()
         m.submodules.s_pos = s_pos = Memory(shape=g.pb, depth=SLOTS, init=[])
-        pv_rd_s = s_prev.read_port(domain="comb")
-        nx_rd_s, nx_rd_v = s_next.read_port(domain="comb"), s_next.read_port(domain="comb")
-        ky_rd_s = s_key.read_port(domain="comb")
         ps_rd_s, ps_rd_v = s_pos.read_port(domain="comb"), s_pos.read_port(domain="comb")
-        pv_wr = [s_prev.write_port() for _ in range(3)]
-        nx_wr = [s_next.write_port() for _ in range(3)]
-        ky_wr, ps_wr = s_key.write_port(), s_pos.write_port()
+        ps_wr = s_pos.write_port()
         m.submodules.s_pf = s_pf = Memory(shape=1, depth=SLOTS, init=[])   # inserted by a prefetch, untouched since
         pf_rd_s, pf_rd_v = s_pf.read_port(domain="comb"), s_pf.read_port(domain="comb")
         pf_wr = s_pf.write_port()
@@ -322,8 +359,65 @@ class Tracker(wiring.Component):
             with m.If(clear_q == g.n_queues - 1):
                 m.d.sync += clearing.eq(0)
 
-        # ---------------------------------------------------------------- accept (A)
+        # ---------------------------------------------------------------- input register (F)
+        # The four inputs are chosen in priority order (a victim request, a prefetch insert, a
+        # lookup, an event) into a two-entry register (cand, then skid): accept (A) takes from
+        # cand, and the ports' ready is "skid empty", a register. As an item enters cand its
+        # address is compared with the in-flight addresses (the CAM, one cycle before A uses
+        # it), and with the record A accepts in that cycle, whose address enters the CAM then.
+        # An item waits in cand, unchanged, until A takes it, so a metadata read request never
+        # changes under `valid`.
         ein, vin, pin, lin = self.event.payload, self.victim_req.payload, self.prefetch.payload, self.lookup.payload
+        ilay = data.StructLayout({"src": 2, "q": g.qb, "bad": 1, "layer": g.lb, "head": g.hb,
+                                  "position": g.pb, "write": 1, "sample": S.SCORE_BITS, "step": S.STEP_BITS})
+        new_tag = Signal(TB)
+        m.d.comb += new_tag.eq(rec_wp[:TB])
+        in_ready = Signal()
+        ch_v, ch_p, ch_l, ch_e = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [ch_v.eq(self.victim_req.valid),
+                     ch_p.eq(~self.victim_req.valid & self.prefetch.valid),
+                     ch_l.eq(~self.victim_req.valid & ~self.prefetch.valid & self.lookup.valid),
+                     ch_e.eq(~self.victim_req.valid & ~self.prefetch.valid & ~self.lookup.valid & self.event.valid),
+                     self.victim_req.ready.eq(in_ready & ch_v), self.prefetch.ready.eq(in_ready & ch_p),
+                     self.lookup.ready.eq(in_ready & ch_l), self.event.ready.eq(in_ready & ch_e)]
+        i_layer, i_head, i_pos = Signal(g.lb), Signal(g.hb), Signal(g.pb)
+        m.d.comb += [i_layer.eq(Mux(ch_v, vin.layer, Mux(ch_p, pin.layer, Mux(ch_l, lin.layer, ein.layer)))),
+                     i_head.eq(Mux(ch_v, vin.head, Mux(ch_p, pin.head, Mux(ch_l, lin.head, ein.head)))),
+                     i_pos.eq(Mux(ch_v, 0, Mux(ch_p, pin.position, Mux(ch_l, lin.position, ein.position))))]
+        in_item = Signal(ilay)
+        m.d.comb += in_item.eq(pack(ilay, src=Mux(ch_v, SRC_V, Mux(ch_p, SRC_P, Mux(ch_l, SRC_L, SRC_E))),
+                                    q=(i_layer * g.n_kv_heads + i_head)[:g.qb],
+                                    bad=(i_layer >= g.n_layers) | (i_head >= g.n_kv_heads),
+                                    layer=i_layer, head=i_head, position=i_pos, write=ein.write,
+                                    sample=ein.sample, step=ein.step))
+        in_fire = Signal()
+        m.d.comb += in_fire.eq((ch_v | ch_p | ch_l | ch_e) & in_ready)
+        cand, skid = Signal(ilay), Signal(ilay)
+        cand_v, skid_v = Signal(), Signal()
+        cand_eq = Signal(D)                                   # cand's address == f_addr[i]
+        take = Signal()                                       # A takes cand this cycle
+        f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
+        m.d.comb += in_ready.eq(~skid_v)
+        nxt = Signal(ilay)
+        m.d.comb += nxt.eq(Mux(skid_v, skid, in_item))
+        load_c = Signal()
+        m.d.comb += load_c.eq((skid_v | in_fire) & (~cand_v | take))
+        nxt_addr = Cat(nxt.position, nxt.q)
+        with m.If(load_c):
+            m.d.sync += [cand.eq(nxt),
+                         cand_eq.eq(Cat(*[Mux(f_alloc & (new_tag == i), nxt_addr == Cat(cand.position, cand.q),
+                                              f_addr[i] == nxt_addr) for i in range(D)]))]
+        with m.If(load_c):
+            m.d.sync += cand_v.eq(1)
+        with m.Elif(take):
+            m.d.sync += cand_v.eq(0)
+        with m.If(skid_v):
+            with m.If(load_c):
+                m.d.sync += skid_v.eq(0)
+        with m.Elif(in_fire & cand_v & ~take):
+            m.d.sync += [skid.eq(in_item), skid_v.eq(1)]
+
+        # ---------------------------------------------------------------- accept (A)
         retire = Signal()
         retire_tag = Signal(TB)
         room = Signal()
@@ -332,36 +426,22 @@ class Tracker(wiring.Component):
         take_e = Signal()
         take_p = Signal()
         take_l = Signal()
-        # the entry source: a prefetch insert goes before a lookup, a lookup before an event; a
-        # choice whose metadata read waits for `ready` is kept (locked) so that the read request
-        # does not change under it
-        sel_p = Signal()
-        sel_l = Signal()
-        lock = Signal()
-        lock_p = Signal()
-        lock_l = Signal()
-        m.d.comb += [sel_p.eq(Mux(lock, lock_p, self.prefetch.valid)),
-                     sel_l.eq(Mux(lock, lock_l, ~self.prefetch.valid & self.lookup.valid))]
-        a_layer = Signal(g.lb)
-        a_head = Signal(g.hb)
-        a_pos = Signal(g.pb)
-        a_valid = Signal()
-        m.d.comb += [a_layer.eq(Mux(sel_p, pin.layer, Mux(sel_l, lin.layer, ein.layer))),
-                     a_head.eq(Mux(sel_p, pin.head, Mux(sel_l, lin.head, ein.head))),
-                     a_pos.eq(Mux(sel_p, pin.position, Mux(sel_l, lin.position, ein.position))),
-                     a_valid.eq(Mux(sel_p, self.prefetch.valid, Mux(sel_l, self.lookup.valid, self.event.valid)))]
+        sel_v, sel_p, sel_l, sel_e = (cand.src == SRC_V), (cand.src == SRC_P), (cand.src == SRC_L), (cand.src == SRC_E)
         ev_q = Signal(g.qb)
         ev_bad = Signal()
         m.d.comb += st_rd.addr.eq(ev_q)
         st = data.View(g.step_layout(), st_rd.data)
         # a prefetch insert into a queue without a step yet is refused like a bad layer
-        m.d.comb += [ev_q.eq((a_layer * g.n_kv_heads + a_head)[:g.qb]),
-                     ev_bad.eq((a_layer >= g.n_layers) | (a_head >= g.n_kv_heads) | (sel_p & ~st.started))]
+        m.d.comb += [ev_q.eq(cand.q), ev_bad.eq(cand.bad | (sel_p & ~st.started))]
         # (a lookup into a queue without a step is fine: nothing is resident there)
-        ev_addr = Cat(a_pos, ev_q)
+        ev_addr = Cat(cand.position, ev_q)
         match = Signal(D)
-        m.d.comb += match.eq(Cat(*[f_valid[i] & f_latest[i] & (f_addr[i] == ev_addr) for i in range(D)]))
-        fwd_any, fwd_tag = lowest_set(m, match, D)            # at most one bit is set
+        m.d.comb += match.eq(cand_eq & f_valid & f_latest)
+        # at most one bit of match is set (one youngest record per entry): OR-encoded
+        fwd_any = Signal()
+        fwd_tag = Signal(TB)
+        m.d.comb += [fwd_any.eq(match != 0),
+                     fwd_tag.eq(Cat(*[Cat(*[match[i] for i in range(D) if i >> b & 1]).any() for b in range(TB)]))]
         # A prefetch insert in flight is a forwarding source only for a record of the same step
         # (a lookup only needs the slot, which both outcomes leave right: it never waits):
         # whether it changed the entry is known only in the list stage, but at the same step both
@@ -370,39 +450,33 @@ class Tracker(wiring.Component):
         # slot_after) for the record to start from. At another step they differ: the record waits
         # until the insert has retired.
         t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
-        m.d.comb += t_fwd.eq(f_read(f_step, fwd_tag))
+        m.d.comb += t_fwd.eq(_or_all([Mux(match[i], f_step[i], 0) for i in range(D)]))
         wait_pf = Signal()
         a_step = Signal(S.STEP_BITS)
-        m.d.comb += wait_pf.eq(~ev_bad & ~sel_l & ((match & f_pf) != 0) & (t_fwd != a_step))
+        m.d.comb += wait_pf.eq((sel_p | sel_e) & ~ev_bad & ((match & f_pf) != 0) & (t_fwd != a_step))
         need_read = Signal()
-        m.d.comb += need_read.eq(~ev_bad & ~fwd_any)
-        go = Signal()                                         # the entry source may be taken this cycle
-        m.d.comb += go.eq(room & (lock | ~self.victim_req.valid) & a_valid & ~wait_pf)
-        # a victim request goes first (they are rare and short; events may come back to back)
+        m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
+        go = Signal()                                         # cand may be taken this cycle
+        m.d.comb += go.eq(room & cand_v & ~wait_pf)
         m.d.comb += [
-            take_v.eq(room & ~lock & self.victim_req.valid),
+            take_v.eq(go & sel_v),
             take_p.eq(go & sel_p & (~need_read | self.meta_rd.ready)),
             take_l.eq(go & sel_l & (~need_read | self.meta_rd.ready)),
-            take_e.eq(go & ~sel_p & ~sel_l & (~need_read | self.meta_rd.ready)),
-            self.victim_req.ready.eq(take_v),
-            self.prefetch.ready.eq(take_p),
-            self.lookup.ready.eq(take_l),
-            self.event.ready.eq(take_e),
+            take_e.eq(go & sel_e & (~need_read | self.meta_rd.ready)),
+            take.eq(take_v | take_p | take_l | take_e),
+            f_alloc.eq((take_e | take_p) & ~ev_bad),
             self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
-        m.d.sync += [lock.eq(self.meta_rd.valid & ~self.meta_rd.ready), lock_p.eq(sel_p), lock_l.eq(sel_l)]
-        bump("pf_wait_cycles", room & (lock | ~self.victim_req.valid) & a_valid & wait_pf)
+        bump("pf_wait_cycles", room & cand_v & wait_pf)
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
-        new_tag = Signal(TB)
-        m.d.comb += new_tag.eq(rec_wp[:TB])
         m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l)]
 
         # the step stage (per queue, read and written in the accept cycle; a prefetch insert
         # takes the queue's current step and mode and changes neither)
-        s_in = ein.step
+        s_in = cand.step
         backwards = st.started & (s_in < st.cur_step)
         s_use = Mux(backwards, st.cur_step, s_in)
         m.d.comb += a_step.eq(Mux(sel_p, st.cur_step, s_use))
@@ -410,26 +484,23 @@ class Tracker(wiring.Component):
         dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
         reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
         sat = (1 << g.step_reads) - 1
-        reads1 = Mux(ein.write | (reads0 == sat), reads0, reads0 + 1)
+        reads1 = Mux(cand.write | (reads0 == sat), reads0, reads0 + 1)
         smp_sum = Signal(S.SCORE_BITS + 1)
-        m.d.comb += smp_sum.eq(ein.sample + self.read_credit)
+        m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
         one_new = Signal(D)
         m.d.comb += one_new.eq(Const(1, D) << new_tag)
 
-        vq = Signal(g.qb)
-        vbad = Signal()
-        m.d.comb += [vq.eq((vin.layer * g.n_kv_heads + vin.head)[:g.qb]),
-                     vbad.eq((vin.layer >= g.n_layers) | (vin.head >= g.n_kv_heads))]
-        smp_ev = Mux(ein.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
-        rec_v = pack(rlay, kind=Mux(vbad, K_VERR, K_VREQ), q=vq, layer=vin.layer, head=vin.head, tag=new_tag)
-        rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=ein.layer, head=ein.head,
-                     position=ein.position, write=ein.write, smp=smp_ev, step=s_use, dense=dense,
+        smp_ev = Mux(cand.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
+        rec_v = pack(rlay, kind=Mux(cand.bad, K_VERR, K_VREQ), q=cand.q, layer=cand.layer, head=cand.head,
+                     tag=new_tag)
+        rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
+                     position=cand.position, write=cand.write, smp=smp_ev, step=s_use, dense=dense,
                      fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag)
-        rec_p = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=pin.layer, head=pin.head,
-                     position=pin.position, step=st.cur_step, dense=st.dense,
+        rec_p = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
+                     position=cand.position, step=st.cur_step, dense=st.dense,
                      fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag, pf=Const(1, 1))
-        rec_l = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=lin.layer, head=lin.head,
-                     position=lin.position, step=st.cur_step, fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd,
+        rec_l = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
+                     position=cand.position, step=st.cur_step, fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd,
                      tag=new_tag, lk=Const(1, 1))
         m.d.comb += new.eq(Mux(take_v, rec_v, Mux(take_p, rec_p, Mux(take_l, rec_l, rec_e))))
         bump("victim_requests", take_v)
@@ -440,8 +511,8 @@ class Tracker(wiring.Component):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(ev_q),
                          st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use,
                                             step_reads=reads1, dense=dense))]
-            bump("reads", ~ein.write)
-            bump("writes", ein.write)
+            bump("reads", ~cand.write)
+            bump("writes", cand.write)
             bump("step_errors", backwards)
         with m.If((take_e | take_p) & ~ev_bad):
             f_write(new_tag, (f_addr, ev_addr), (f_step, Mux(take_p, st.cur_step, s_use)))
@@ -465,12 +536,14 @@ class Tracker(wiring.Component):
             m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
         # ---------------------------------------------------------------- back end
-        # Stage registers r[0..4] move together (adv); r[4] is the list stage; r[5] is the
+        # Stage registers r[0..6] move together (adv); r[6] is the list stage; r_out is the
         # output stage (adv6). What each register holds beside its record:
-        #   r[0]: y (decay exponent)          r[1]: e_val (exp2 factor)
-        #   r[2]: ema (new EMA)                r[3]: log2q8
-        #   r[4]: key                          r[5]: decision / answer / metadata word
-        NS = 5
+        #   r[0]: age                          r[1]: y (decay exponent)
+        #   r[2]: e_val (exp2 factor)          r[3]: dec (decayed EMA)
+        #   r[4]: ema (new EMA)                r[5]: log2q8
+        #   r[6]: key                          r_out: decision / answer / metadata word
+        NS = 7
+        LS = NS - 1                     # the list stage
         adv = Signal()
         adv6 = Signal()
         splice = Signal()
@@ -486,9 +559,17 @@ class Tracker(wiring.Component):
         rec_avail = rec_wp != rec_rp
         needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
         rsp_avail = rsp_wp != rsp_rp
+        # a record right behind its forwarding source at a later step waits one cycle (a bubble):
+        # the source's new EMA is written as it leaves r3, the record reads it at r2 and decays
+        # it there. At the same step it takes the source's result directly (r2 -> r3, below). Lookups use only the slot (written in the list stage) and never wait.
+        # Traces hardly have such pairs (docs/tracker.md, "Timing"); counted in fwd_wait_cycles.
+        behind = Signal()
+        m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & (head_rec.step != head_rec.t_fwd) & v[0]
+                              & (r[0].tag == head_rec.fwd_tag))
         load = Signal()
-        m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail))
+        m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
+        bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
             m.d.sync += rec_rp.eq(rec_rp + 1)
             with m.If(needs_rsp):
@@ -501,45 +582,58 @@ class Tracker(wiring.Component):
         age = Signal(AGE_BITS)
         m.d.comb += [age_raw.eq(head_rec.step - t0), age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw))]
 
+        age_r = Signal(AGE_BITS)
         y0 = Signal(AGE_BITS + S.MANT_BITS)
-        ema_m = [Signal(S.SCORE_BITS, name=f"ema_m{i}") for i in range(2)]     # memory's EMA with r0, r1
-        slot_m = [Signal(g.sb, name=f"slot_m{i}") for i in range(NS)]          # memory's slot with r0..r4
+        ema_m = [Signal(S.SCORE_BITS, name=f"ema_m{i}") for i in range(3)]     # memory's EMA with r0..r2
+        slot_m = [Signal(g.sb, name=f"slot_m{i}") for i in range(NS)]          # memory's slot with r0..r6
         e_val = Signal(S.SCORE_BITS + 1)
-        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(3)]     # new EMA with r2..r4
+        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(3)]     # new EMA with r4..r6
         log2q8 = Signal(12)
         key = Signal(T.KEY_BITS)
         with m.If(adv):
-            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec),
-                         y0.eq((age * self.rate_mant) >> self.rate_shift),
-                         ema_m[0].eq(mw.ema), ema_m[1].eq(ema_m[0]), slot_m[0].eq(mw.slot)]
+            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec), age_r.eq(age),
+                         ema_m[0].eq(mw.ema), ema_m[1].eq(ema_m[0]), ema_m[2].eq(ema_m[1]), slot_m[0].eq(mw.slot)]
             for i in range(1, NS):
                 m.d.sync += [r[i].eq(r[i - 1]), slot_m[i].eq(slot_m[i - 1])]
 
-        # r0 -> r1: exp2 ROM
+        # r0 -> r1: the decay exponent (one multiply)
+        with m.If(adv):
+            m.d.sync += y0.eq((age_r * self.rate_mant) >> self.rate_shift)
+
+        # r1 -> r2: exp2 ROM
         yi = y0 >> S.Y_FRAC_BITS
         m.d.comb += e_rd.addr.eq(y0[:S.Y_FRAC_BITS])
         with m.If(adv):
             m.d.sync += e_val.eq(Mux(yi >= S.EXP_SHIFT_LIMIT, 0, e_rd.data >> yi[:5]))
 
-        # r1 -> r2: the EMA update, on the forwarded EMA when an older event of the entry is in
-        # flight (it wrote the buffer when it left this stage, one cycle or more ago)
-        x1 = r[1]
-        src_ema = Signal(S.SCORE_BITS)
-        m.d.comb += src_ema.eq(Mux(x1.fwd, f_read(f_ema, x1.fwd_tag), ema_m[1]))
+        # r2 -> r3 and r3 -> r4: the EMA update, one multiply per stage: the decay at r2 (of the
+        # forwarded EMA when an older event of the entry is in flight), the step towards the
+        # sample at r3, whose result goes to the in-flight buffer as the record leaves r3
+        x2, x3 = r[2], r[3]
         dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         ema_step = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
         ema_new = Signal(S.SCORE_BITS)
-        m.d.comb += [dec.eq((src_ema * e_val + 0x8000) >> 16),
-                     ema_diff.eq(x1.smp - dec),
+        m.d.comb += [ema_diff.eq(x3.smp - dec),
                      ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
-                     ema_new.eq(Mux(x1.pf, dec, dec + ema_step))]        # a prefetch insert: decay only
-        with m.If(adv & v[1] & (x1.kind == K_EVENT)):
-            f_write(x1.tag, (f_ema, ema_new))
+                     ema_new.eq(Mux(x3.pf, dec, dec + ema_step))]        # a prefetch insert: decay only
+        with m.If(adv & v[3] & (x3.kind == K_EVENT)):
+            f_write(x3.tag, (f_ema, ema_new))
         with m.If(adv):
             m.d.sync += [ema_n[0].eq(ema_new), ema_n[1].eq(ema_n[0]), ema_n[2].eq(ema_n[1])]
 
-        # r2 -> r3: log2 of the new EMA
+        # r2 -> r3: the decay. A record right behind its source at the same step takes the
+        # source's new EMA as the source leaves r3: its age is 0, so the decay is the identity
+        # (e = 2^16) and needs no multiply. One at a later step waited a cycle at B0 (``behind``),
+        # so the buffer has it.
+        src_ema = Signal(S.SCORE_BITS)
+        m.d.comb += src_ema.eq(Mux(x2.fwd, f_read(f_ema, x2.fwd_tag), ema_m[2]))
+        fwd_now = Signal()
+        m.d.comb += fwd_now.eq(x2.fwd & v[3] & (x3.tag == x2.fwd_tag))
+        with m.If(adv):
+            m.d.sync += dec.eq(Mux(fwd_now, ema_new, (src_ema * e_val + 0x8000) >> 16))
+
+        # r4 -> r5: log2 of the new EMA
         msb = Signal(4)
         mant8 = Signal(8)
         for b in range(S.SCORE_BITS):
@@ -549,63 +643,83 @@ class Tracker(wiring.Component):
         with m.If(adv):
             m.d.sync += log2q8.eq(Mux(ema_n[0] == 0, 0, Cat(l_rd.data, msb)))
 
-        # r3 -> r4: retention and key
-        tln = Mux(r[3].dense, self.tln_d, self.tln_r)
+        # r5 -> r6: retention and key
+        tln = Mux(r[5].dense, self.tln_d, self.tln_r)
         f_val = Signal(F_BITS)
         m.d.comb += f_val.eq((log2q8 * tln) >> 16)
         with m.If(adv):
-            m.d.sync += key.eq((r[3].step + f_val) >> self.bucket_bits)
+            m.d.sync += key.eq((r[5].step + f_val) >> self.bucket_bits)
 
         # ------------------------------------------------------------ r4: the list stage
-        x = r[4]
-        is_ev = v[4] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
+        x = r[LS]
+        is_ev = v[LS] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
         m.d.comb += ls_rd.addr.eq(x.q)
-        lq = data.View(g.list_layout(), ls_rd.data)
-        started = lq.started
-        kc = Signal(S.STEP_BITS)
-        m.d.comb += kc.eq(lq.kc)
-        kn = Signal(S.STEP_BITS)
-        m.d.comb += kn.eq(x.step >> self.bucket_bits)
-        bitmap = Signal(R)
-        m.d.comb += bitmap.eq(Mux(started, lq.bitmap, 0))
-        ehead = Signal(g.sptr)
-        etail = Signal(g.sptr)
-        nres = Signal(g.nres)
-        m.d.comb += [ehead.eq(Mux(started, lq.ehead, 0)), etail.eq(Mux(started, lq.etail, 0)),
-                     nres.eq(Mux(started, lq.nres, 0))]
+        commit = Signal()               # the list stage completes an event this cycle
+        m.d.comb += commit.eq(adv & is_ev)
+        if self.select == "ring":
+            lq = data.View(g.list_layout(), ls_rd.data)
+            started = lq.started
+            kc = Signal(S.STEP_BITS)
+            m.d.comb += kc.eq(lq.kc)
+            kn = Signal(S.STEP_BITS)
+            m.d.comb += kn.eq(x.step >> self.bucket_bits)
+            bitmap = Signal(R)
+            m.d.comb += bitmap.eq(Mux(started, lq.bitmap, 0))
+            ehead = Signal(g.sptr)
+            etail = Signal(g.sptr)
+            nres = Signal(g.nres)
+            m.d.comb += [ehead.eq(Mux(started, lq.ehead, 0)), etail.eq(Mux(started, lq.etail, 0)),
+                         nres.eq(Mux(started, lq.nres, 0))]
 
-        # lowest non-empty ring bucket, counted from the ring's base kc - L: kept in the list state
-        # (lo_v, lo_b), so the victim's bucket is known without a find-first-set in front of the
-        # bucket-head read. Beside it, and in parallel with the event's pointer reads, the next
-        # one: a find-first-set over the bitmap without lo_b. An event empties at most one bucket
-        # (a pop or an unlink), so when it empties lo_b the new lowest is that next one or the
-        # insert's bucket; a splice (which takes lo_b away) takes the next one too. The order
-        # from the base does not change when the base moves: buckets that would wrap are spliced
-        # first.
-        lo_any = Signal()
-        lo_b = Signal(g.bb)
-        m.d.comb += [lo_any.eq(started & lq.lo_v), lo_b.eq(lq.lo_b)]
-        base_idx = Signal(g.bb)
-        m.d.comb += base_idx.eq(kc[:g.bb] - lazy[:g.bb])        # mod R: only the low bits count
-        ffs_in = Signal(R)
-        m.d.comb += ffs_in.eq(bitmap & ~(Const(1, R) << lo_b))
-        above = Signal(R)
-        m.d.comb += above.eq(ffs_in & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
-                                            for i in range(R)]))
-        hi_any, hi_idx = lowest_set(m, above, R)
-        nx_any, lo_idx = lowest_set(m, ffs_in, R)                # the next lowest: (nx_any, ffs_b)
-        ffs_b = Signal(g.bb)
-        m.d.comb += ffs_b.eq(Mux(hi_any, hi_idx, lo_idx))
-        lo_off = Signal(g.bb)
-        m.d.comb += lo_off.eq(lo_b - base_idx)
-        m.d.comb += [bh_rd_f.addr.eq(Cat(lo_b, x.q)), bt_rd_f.addr.eq(Cat(lo_b, x.q))]
-        f_head, f_tail = bh_rd_f.data, bt_rd_f.data
+            # lowest non-empty ring bucket, counted from the ring's base kc - L: kept in the list state
+            # (lo_v, lo_b), so the victim's bucket is known without a find-first-set in front of the
+            # bucket-head read. Beside it, and in parallel with the event's pointer reads, the next
+            # one: a find-first-set over the bitmap without lo_b. An event empties at most one bucket
+            # (a pop or an unlink), so when it empties lo_b the new lowest is that next one or the
+            # insert's bucket; a splice (which takes lo_b away) takes the next one too. The order
+            # from the base does not change when the base moves: buckets that would wrap are spliced
+            # first.
+            lo_any = Signal()
+            lo_b = Signal(g.bb)
+            m.d.comb += [lo_any.eq(started & lq.lo_v), lo_b.eq(lq.lo_b)]
+            base_idx = Signal(g.bb)
+            m.d.comb += base_idx.eq(kc[:g.bb] - lazy[:g.bb])        # mod R: only the low bits count
+            ffs_in = Signal(R)
+            m.d.comb += ffs_in.eq(bitmap & ~(Const(1, R) << lo_b))
+            above = Signal(R)
+            m.d.comb += above.eq(ffs_in & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
+                                                for i in range(R)]))
+            hi_any, hi_idx = lowest_set(m, above, R)
+            nx_any, lo_idx = lowest_set(m, ffs_in, R)                # the next lowest: (nx_any, ffs_b)
+            ffs_b = Signal(g.bb)
+            m.d.comb += ffs_b.eq(Mux(hi_any, hi_idx, lo_idx))
+            lo_off = Signal(g.bb)
+            m.d.comb += lo_off.eq(lo_b - base_idx)
+            m.d.comb += [bh_rd_f.addr.eq(Cat(lo_b, x.q)), bt_rd_f.addr.eq(Cat(lo_b, x.q))]
+            f_head, f_tail = bh_rd_f.data, bt_rd_f.data
 
-        # splice needed: the cursor advances and the lowest bucket falls below kn - L
-        adv_gap = Signal(S.STEP_BITS + 1)
-        m.d.comb += adv_gap.eq(kn - kc)
-        m.d.comb += splice.eq(is_ev & started & (kn > kc) & lo_any & (lo_off < adv_gap))
-        bump("splices", splice & adv6)
+            # splice needed: the cursor advances and the lowest bucket falls below kn - L
+            adv_gap = Signal(S.STEP_BITS + 1)
+            m.d.comb += adv_gap.eq(kn - kc)
+            m.d.comb += splice.eq(is_ev & started & (kn > kc) & lo_any & (lo_off < adv_gap))
+            bump("splices", splice & adv6)
+
+        else:
+            # Matrix selection (docs/tracker.md, "Matrix selection"): per queue a precedence matrix
+            # M (M[i][j] = slot i goes before slot j in hw's (key, tie) order), the keys of its slots
+            # and the mask of slots in the order (resident and not pinned). The victim is the slot
+            # that goes before every other one in the mask: an AND per row, no list to walk, no
+            # splices. An insert or touch of slot X rewrites row and column X from comparisons of
+            # its new key with every slot's key.
+            mq = data.View(self._mlist_layout(), ls_rd.data)
+            started = mq.started
+            nres = Signal(g.nres)
+            lst = Signal(SQ)
+            m.d.comb += [nres.eq(Mux(started, mq.nres, 0)), lst.eq(Mux(started, mq.lst, 0))]
+            m.d.comb += [mx_rd.addr.eq(x.q), mk_rd.addr.eq(x.q)]
+            mrow = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+            mkey = [mk_rd.data[i * T.KEY_BITS:(i + 1) * T.KEY_BITS] for i in range(SQ)]
+            m.d.comb += splice.eq(0)
 
         NULL = Const(0, g.sptr)
 
@@ -623,36 +737,45 @@ class Tracker(wiring.Component):
 
         # -- residency
         slot_src = Signal(g.sb)
-        m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[4]))
+        m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[LS]))
         m.d.comb += ps_rd_s.addr.eq(saddr(slot_src))
         resident = Signal()
         m.d.comb += resident.eq(started & (slot_src < nres) & (ps_rd_s.data == x.position))
         pinned = Signal()
         m.d.comb += pinned.eq(x.position < self.pinned)
 
-        # -- own node (a hit): neighbours and key
-        m.d.comb += [pv_rd_s.addr.eq(saddr(slot_src)), nx_rd_s.addr.eq(saddr(slot_src)),
-                     ky_rd_s.addr.eq(saddr(slot_src))]
-        na, nbx, okey = pv_rd_s.data, nx_rd_s.data, ky_rd_s.data
-        # on the expired list iff spliced: key below the base after this event's cursor move
-        # (buckets spliced in the cycles just before this one count)
-        kc_new = Signal(S.STEP_BITS)
-        m.d.comb += kc_new.eq(Mux(started & (kc > kn), kc, kn))
-        in_expired = Signal()
-        m.d.comb += in_expired.eq((okey + lazy) < kc_new)
-        a_bucket = okey[:g.bb]
-
         # -- victim (a miss with a full queue)
         free = Signal()
         # a budget beyond the slots (cfg_error) acts as max_budget: no slot index ever overflows
         m.d.comb += free.eq((nres < self.budget) & (nres < g.max_budget))
-        from_exp = Signal()
-        m.d.comb += from_exp.eq(vld(ehead))
         vic = Signal(g.sb)
         vic_any = Signal()
-        m.d.comb += [vic.eq(Mux(from_exp, idx(ehead), f_head)), vic_any.eq(from_exp | lo_any)]
-        m.d.comb += [nx_rd_v.addr.eq(saddr(vic)), ps_rd_v.addr.eq(saddr(vic))]
-        nv = nx_rd_v.data
+        if self.select == "ring":
+            # -- own node (a hit): neighbours and key
+            m.d.comb += [pv_rd_s.addr.eq(saddr(slot_src)), nx_rd_s.addr.eq(saddr(slot_src)),
+                         ky_rd_s.addr.eq(saddr(slot_src))]
+            na, nbx, okey = pv_rd_s.data, nx_rd_s.data, ky_rd_s.data
+            # on the expired list iff spliced: key below the base after this event's cursor move
+            # (buckets spliced in the cycles just before this one count)
+            kc_new = Signal(S.STEP_BITS)
+            m.d.comb += kc_new.eq(Mux(started & (kc > kn), kc, kn))
+            in_expired = Signal()
+            m.d.comb += in_expired.eq((okey + lazy) < kc_new)
+            a_bucket = okey[:g.bb]
+
+            from_exp = Signal()
+            m.d.comb += from_exp.eq(vld(ehead))
+            m.d.comb += [vic.eq(Mux(from_exp, idx(ehead), f_head)), vic_any.eq(from_exp | lo_any)]
+            m.d.comb += nx_rd_v.addr.eq(saddr(vic))
+            nv = nx_rd_v.data
+        else:
+            first = Signal(SQ)              # one-hot: the slot before every other slot in the order
+            m.d.comb += first.eq(Cat(*[lst[i] & ((mrow[i] | ~lst | (1 << i)) == (1 << SQ) - 1) for i in range(SQ)]))
+            m.d.comb += vic_any.eq(lst != 0)
+            for i in range(SQ):
+                with m.If(first[i]):
+                    m.d.comb += vic.eq(i)
+        m.d.comb += ps_rd_v.addr.eq(saddr(vic))
         vic_pos = ps_rd_v.data
 
         hit = Signal()
@@ -671,134 +794,162 @@ class Tracker(wiring.Component):
         insert = Signal()
         m.d.comb += insert.eq(placed & ~pinned)
 
-        # state after unlink / pop, before the insert
-        bm1 = Signal(R)
-        eh1, et1 = Signal(g.sptr), Signal(g.sptr)
-        # bucket A (the hit's own bucket, when in the ring) after the unlink
-        a_in_ring = Signal()
-        m.d.comb += a_in_ring.eq(unlink & ~in_expired)
-        a_empty = Signal()
-        m.d.comb += a_empty.eq(~vld(na) & ~vld(nbx))
-        # bucket F (the victim's, when from the ring) after the pop
-        f_pop = Signal()
-        m.d.comb += f_pop.eq(do_evict & ~from_exp)
-        m.d.comb += [bm1.eq(bitmap), eh1.eq(ehead), et1.eq(etail)]
-        with m.If(a_in_ring & a_empty):
-            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << a_bucket))
-        with m.If(unlink & in_expired):
-            with m.If(~vld(na)):
-                m.d.comb += eh1.eq(nbx)
-            with m.If(~vld(nbx)):
-                m.d.comb += et1.eq(na)
-        with m.If(f_pop & ~vld(nv)):
-            m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << lo_b))
-        with m.If(do_evict & from_exp):
-            m.d.comb += eh1.eq(nv)
-            with m.If(~vld(nv)):
-                m.d.comb += et1.eq(NULL)
+        if self.select == "ring":
+            # state after unlink / pop, before the insert
+            bm1 = Signal(R)
+            eh1, et1 = Signal(g.sptr), Signal(g.sptr)
+            # bucket A (the hit's own bucket, when in the ring) after the unlink
+            a_in_ring = Signal()
+            m.d.comb += a_in_ring.eq(unlink & ~in_expired)
+            a_empty = Signal()
+            m.d.comb += a_empty.eq(~vld(na) & ~vld(nbx))
+            # bucket F (the victim's, when from the ring) after the pop
+            f_pop = Signal()
+            m.d.comb += f_pop.eq(do_evict & ~from_exp)
+            m.d.comb += [bm1.eq(bitmap), eh1.eq(ehead), et1.eq(etail)]
+            with m.If(a_in_ring & a_empty):
+                m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << a_bucket))
+            with m.If(unlink & in_expired):
+                with m.If(~vld(na)):
+                    m.d.comb += eh1.eq(nbx)
+                with m.If(~vld(nbx)):
+                    m.d.comb += et1.eq(na)
+            with m.If(f_pop & ~vld(nv)):
+                m.d.comb += bm1.eq(bitmap & ~(Const(1, R) << lo_b))
+            with m.If(do_evict & from_exp):
+                m.d.comb += eh1.eq(nv)
+                with m.If(~vld(nv)):
+                    m.d.comb += et1.eq(NULL)
 
-        # bucket B (the insert's) as it stands after the unlink / pop
-        bkt = Signal(g.bb)
-        m.d.comb += bkt.eq(key[:g.bb])
-        m.d.comb += [bh_rd_b.addr.eq(Cat(bkt, x.q)), bt_rd_b.addr.eq(Cat(bkt, x.q))]
-        b_ne = Signal()
-        b_head, b_tail = Signal(g.sptr), Signal(g.sptr)
-        m.d.comb += [b_ne.eq((bm1 >> bkt)[0]), b_head.eq(sp(bh_rd_b.data)), b_tail.eq(sp(bt_rd_b.data))]
-        with m.If(a_in_ring & (a_bucket == bkt)):
-            with m.If(~vld(na)):
-                m.d.comb += b_head.eq(nbx)
-            with m.If(~vld(nbx)):
-                m.d.comb += b_tail.eq(na)
-        with m.If(f_pop & (lo_b == bkt)):
-            m.d.comb += b_head.eq(nv)
-        push = Signal()
-        m.d.comb += push.eq(x.dense)
-        # final (head, tail) of B and the neighbour pointer the insert writes
-        nb_head, nb_tail = Signal(g.sptr), Signal(g.sptr)
-        with m.If(~b_ne):
-            m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(sp(s_ins))]
-        with m.Elif(push):
-            m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(b_tail)]
-        with m.Else():
-            m.d.comb += [nb_head.eq(b_head), nb_tail.eq(sp(s_ins))]
+            # bucket B (the insert's) as it stands after the unlink / pop
+            bkt = Signal(g.bb)
+            m.d.comb += bkt.eq(key[:g.bb])
+            m.d.comb += [bh_rd_b.addr.eq(Cat(bkt, x.q)), bt_rd_b.addr.eq(Cat(bkt, x.q))]
+            b_ne = Signal()
+            b_head, b_tail = Signal(g.sptr), Signal(g.sptr)
+            m.d.comb += [b_ne.eq((bm1 >> bkt)[0]), b_head.eq(sp(bh_rd_b.data)), b_tail.eq(sp(bt_rd_b.data))]
+            with m.If(a_in_ring & (a_bucket == bkt)):
+                with m.If(~vld(na)):
+                    m.d.comb += b_head.eq(nbx)
+                with m.If(~vld(nbx)):
+                    m.d.comb += b_tail.eq(na)
+            with m.If(f_pop & (lo_b == bkt)):
+                m.d.comb += b_head.eq(nv)
+            push = Signal()
+            m.d.comb += push.eq(x.dense)
+            # final (head, tail) of B and the neighbour pointer the insert writes
+            nb_head, nb_tail = Signal(g.sptr), Signal(g.sptr)
+            with m.If(~b_ne):
+                m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(sp(s_ins))]
+            with m.Elif(push):
+                m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(b_tail)]
+            with m.Else():
+                m.d.comb += [nb_head.eq(b_head), nb_tail.eq(sp(s_ins))]
 
-        # -- writes of the list stage (event)
-        commit = Signal()               # the list stage completes an event this cycle
-        m.d.comb += commit.eq(adv & is_ev)
-        # the lowest bucket after the event: lo_b, or the next lowest when the event emptied lo_b;
-        # then the insert's bucket when it is lower (offsets from the base after the cursor move)
-        base_new = Signal(g.bb)
-        m.d.comb += base_new.eq(kc_new[:g.bb] - lazy[:g.bb])
-        lo_gone = Signal()
-        m.d.comb += lo_gone.eq((a_in_ring & a_empty & (a_bucket == lo_b)) | (f_pop & ~vld(nv)))
-        keep_v, keep_b = Signal(), Signal(g.bb)
-        m.d.comb += [keep_v.eq(Mux(lo_gone, nx_any, lo_any)), keep_b.eq(Mux(lo_gone, ffs_b, lo_b))]
-        ins_lower = Signal()
-        m.d.comb += ins_lower.eq(insert & (~keep_v | ((bkt - base_new)[:g.bb] < (keep_b - base_new)[:g.bb])))
-        lnew = Signal(g.list_layout())
-        m.d.comb += lnew.eq(pack(g.list_layout(), started=Const(1, 1), kc=kc_new,
-                                 ehead=Mux(no_victim, ehead, eh1), etail=Mux(no_victim, etail, et1),
-                                 nres=nres + do_free,
-                                 bitmap=Mux(~placed, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1)),
-                                 lo_v=keep_v | insert, lo_b=Mux(ins_lower, bkt, keep_b)))
+            # -- writes of the list stage (event)
+            # the lowest bucket after the event: lo_b, or the next lowest when the event emptied lo_b;
+            # then the insert's bucket when it is lower (offsets from the base after the cursor move)
+            base_new = Signal(g.bb)
+            m.d.comb += base_new.eq(kc_new[:g.bb] - lazy[:g.bb])
+            lo_gone = Signal()
+            m.d.comb += lo_gone.eq((a_in_ring & a_empty & (a_bucket == lo_b)) | (f_pop & ~vld(nv)))
+            keep_v, keep_b = Signal(), Signal(g.bb)
+            m.d.comb += [keep_v.eq(Mux(lo_gone, nx_any, lo_any)), keep_b.eq(Mux(lo_gone, ffs_b, lo_b))]
+            ins_lower = Signal()
+            m.d.comb += ins_lower.eq(insert & (~keep_v | ((bkt - base_new)[:g.bb] < (keep_b - base_new)[:g.bb])))
+            lnew = Signal(g.list_layout())
+            m.d.comb += lnew.eq(pack(g.list_layout(), started=Const(1, 1), kc=kc_new,
+                                     ehead=Mux(no_victim, ehead, eh1), etail=Mux(no_victim, etail, et1),
+                                     nres=nres + do_free,
+                                     bitmap=Mux(~placed, bitmap, Mux(insert, bm1 | (Const(1, R) << bkt), bm1)),
+                                     lo_v=keep_v | insert, lo_b=Mux(ins_lower, bkt, keep_b)))
+            with m.If(commit):
+                m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(lnew)]
+                with m.If(placed):
+                    m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
+                                 ky_wr.en.eq(1), ky_wr.addr.eq(saddr(s_ins)), ky_wr.data.eq(key),
+                                 # the pf bit: set by a prefetch's insert, cleared by an access
+                                 pf_wr.en.eq(1), pf_wr.addr.eq(saddr(s_ins)), pf_wr.data.eq(x.pf & ~hit)]
+                # unlink: the neighbours' pointers (unless the insert writes the same word)
+                with m.If(unlink & vld(na) & ~(insert & ~push & b_ne & (b_tail == na))):
+                    m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(na))), nx_wr[0].data.eq(nbx)]
+                with m.If(unlink & vld(nbx) & ~(insert & push & b_ne & (b_head == nbx))):
+                    m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nbx))), pv_wr[0].data.eq(na)]
+                # pop: the new head's prev (unless the insert pushes in front of it)
+                with m.If(do_evict & vld(nv) & ~(insert & push & b_ne & (b_head == nv))):
+                    m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nv))), pv_wr[0].data.eq(NULL)]
+                # unlink from a ring bucket other than B: its head / tail
+                with m.If(a_in_ring & ~(insert & (a_bucket == bkt))):
+                    with m.If(~vld(na)):
+                        m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(a_bucket, x.q)), bh_wr_a.data.eq(idx(nbx))]
+                    with m.If(~vld(nbx)):
+                        m.d.comb += [bt_wr_a.en.eq(1), bt_wr_a.addr.eq(Cat(a_bucket, x.q)), bt_wr_a.data.eq(idx(na))]
+                # pop from a ring bucket other than B: its head
+                with m.If(f_pop & ~(insert & (lo_b == bkt))):
+                    m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(lo_b, x.q)), bh_wr_a.data.eq(idx(nv))]
+                # insert into B
+                with m.If(insert):
+                    m.d.comb += [bh_wr_b.en.eq(1), bh_wr_b.addr.eq(Cat(bkt, x.q)), bh_wr_b.data.eq(idx(nb_head)),
+                                 bt_wr_b.en.eq(1), bt_wr_b.addr.eq(Cat(bkt, x.q)), bt_wr_b.data.eq(idx(nb_tail)),
+                                 pv_wr[2].en.eq(1), pv_wr[2].addr.eq(saddr(s_ins)),
+                                 nx_wr[2].en.eq(1), nx_wr[2].addr.eq(saddr(s_ins))]
+                    with m.If(~b_ne):
+                        m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(NULL)]
+                    with m.Elif(push):
+                        m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(b_head),
+                                     pv_wr[1].en.eq(1), pv_wr[1].addr.eq(saddr(idx(b_head))),
+                                     pv_wr[1].data.eq(sp(s_ins))]
+                    with m.Else():
+                        m.d.comb += [pv_wr[2].data.eq(b_tail), nx_wr[2].data.eq(NULL),
+                                     nx_wr[1].en.eq(1), nx_wr[1].addr.eq(saddr(idx(b_tail))),
+                                     nx_wr[1].data.eq(sp(s_ins))]
+
+            # -- the splice micro-operation: bucket F onto the expired list's tail
+            with m.If(splice & adv6):
+                sl = Signal(g.list_layout())
+                m.d.comb += sl.eq(pack(g.list_layout(), started=lq.started, kc=lq.kc,
+                                       ehead=Mux(vld(etail), lq.ehead, sp(f_head)), etail=sp(f_tail),
+                                       nres=lq.nres, bitmap=ffs_in, lo_v=nx_any, lo_b=ffs_b))
+                with m.If(vld(etail)):
+                    m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(etail))), nx_wr[0].data.eq(sp(f_head)),
+                                 pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(f_head)), pv_wr[0].data.eq(etail)]
+                m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(sl)]
+
+        else:
+            # the slot the event (re)places, one-hot: its own (hit), the next free one, or the victim
+            upd = Signal(SQ)
+            m.d.comb += upd.eq(Mux(resident, Const(1, SQ) << slot_src, Mux(do_free, Const(1, SQ) << nres[:g.sb], first)))
+            # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
+            # (before equal keys), a normal one behind it (after equal keys)
+            before = Signal(SQ)
+            m.d.comb += before.eq(Cat(*[Mux(x.dense, key <= mkey[j], key < mkey[j]) for j in range(SQ)]))
+            m_new = Signal(SQ * SQ)
+            m.d.comb += m_new.eq(Cat(*[Mux(upd[i], before[j], Mux(upd[j], ~before[i], mrow[i][j]))
+                                       for i in range(SQ) for j in range(SQ)]))
+            k_new = Signal(SQ * T.KEY_BITS)
+            m.d.comb += k_new.eq(Cat(*[Mux(upd[i], key, mkey[i]) for i in range(SQ)]))
+            lst_new = Signal(SQ)
+            m.d.comb += lst_new.eq(Mux(placed, (lst & ~upd) | Mux(insert, upd, 0), lst))
+            with m.If(commit):
+                m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
+                             ls_wr.data.eq(pack(self._mlist_layout(), started=Const(1, 1), nres=nres + do_free,
+                                                lst=lst_new))]
+                with m.If(insert):
+                    m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(m_new),
+                                 mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
+                with m.If(placed):
+                    m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
+                                 # the pf bit: set by a prefetch's insert, cleared by an access
+                                 pf_wr.en.eq(1), pf_wr.addr.eq(saddr(s_ins)), pf_wr.data.eq(x.pf & ~hit)]
+
         m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic))]
         with m.If(commit):
-            m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(lnew)]
-            with m.If(placed):
-                m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
-                             ky_wr.en.eq(1), ky_wr.addr.eq(saddr(s_ins)), ky_wr.data.eq(key),
-                             # the pf bit: set by a prefetch's insert, cleared by an access
-                             pf_wr.en.eq(1), pf_wr.addr.eq(saddr(s_ins)), pf_wr.data.eq(x.pf & ~hit)]
-            # unlink: the neighbours' pointers (unless the insert writes the same word)
-            with m.If(unlink & vld(na) & ~(insert & ~push & b_ne & (b_tail == na))):
-                m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(na))), nx_wr[0].data.eq(nbx)]
-            with m.If(unlink & vld(nbx) & ~(insert & push & b_ne & (b_head == nbx))):
-                m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nbx))), pv_wr[0].data.eq(na)]
-            # pop: the new head's prev (unless the insert pushes in front of it)
-            with m.If(do_evict & vld(nv) & ~(insert & push & b_ne & (b_head == nv))):
-                m.d.comb += [pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(idx(nv))), pv_wr[0].data.eq(NULL)]
-            # unlink from a ring bucket other than B: its head / tail
-            with m.If(a_in_ring & ~(insert & (a_bucket == bkt))):
-                with m.If(~vld(na)):
-                    m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(a_bucket, x.q)), bh_wr_a.data.eq(idx(nbx))]
-                with m.If(~vld(nbx)):
-                    m.d.comb += [bt_wr_a.en.eq(1), bt_wr_a.addr.eq(Cat(a_bucket, x.q)), bt_wr_a.data.eq(idx(na))]
-            # pop from a ring bucket other than B: its head
-            with m.If(f_pop & ~(insert & (lo_b == bkt))):
-                m.d.comb += [bh_wr_a.en.eq(1), bh_wr_a.addr.eq(Cat(lo_b, x.q)), bh_wr_a.data.eq(idx(nv))]
-            # insert into B
-            with m.If(insert):
-                m.d.comb += [bh_wr_b.en.eq(1), bh_wr_b.addr.eq(Cat(bkt, x.q)), bh_wr_b.data.eq(idx(nb_head)),
-                             bt_wr_b.en.eq(1), bt_wr_b.addr.eq(Cat(bkt, x.q)), bt_wr_b.data.eq(idx(nb_tail)),
-                             pv_wr[2].en.eq(1), pv_wr[2].addr.eq(saddr(s_ins)),
-                             nx_wr[2].en.eq(1), nx_wr[2].addr.eq(saddr(s_ins))]
-                with m.If(~b_ne):
-                    m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(NULL)]
-                with m.Elif(push):
-                    m.d.comb += [pv_wr[2].data.eq(NULL), nx_wr[2].data.eq(b_head),
-                                 pv_wr[1].en.eq(1), pv_wr[1].addr.eq(saddr(idx(b_head))),
-                                 pv_wr[1].data.eq(sp(s_ins))]
-                with m.Else():
-                    m.d.comb += [pv_wr[2].data.eq(b_tail), nx_wr[2].data.eq(NULL),
-                                 nx_wr[1].en.eq(1), nx_wr[1].addr.eq(saddr(idx(b_tail))),
-                                 nx_wr[1].data.eq(sp(s_ins))]
             bump("read_hits", hit & ~x.write)
             bump("evictions", do_evict)
             bump("no_victim", no_victim)
             bump("prefetches", x.pf & ~resident)
             bump("prefetch_hits", hit & ~x.write & pf_rd_s.data)
             bump("prefetch_evicted_unused", do_evict & pf_rd_v.data)
-
-        # -- the splice micro-operation: bucket F onto the expired list's tail
-        with m.If(splice & adv6):
-            sl = Signal(g.list_layout())
-            m.d.comb += sl.eq(pack(g.list_layout(), started=lq.started, kc=lq.kc,
-                                   ehead=Mux(vld(etail), lq.ehead, sp(f_head)), etail=sp(f_tail),
-                                   nres=lq.nres, bitmap=ffs_in, lo_v=nx_any, lo_b=ffs_b))
-            with m.If(vld(etail)):
-                m.d.comb += [nx_wr[0].en.eq(1), nx_wr[0].addr.eq(saddr(idx(etail))), nx_wr[0].data.eq(sp(f_head)),
-                             pv_wr[0].en.eq(1), pv_wr[0].addr.eq(saddr(f_head)), pv_wr[0].data.eq(etail)]
-            m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(sl)]
 
         # -- the slot the position holds after the event, for younger events of the same entry
         slot_after = Signal(g.sb)
@@ -845,7 +996,7 @@ class Tracker(wiring.Component):
             with m.If(self.meta_wr.valid & self.meta_wr.ready):
                 m.d.sync += wr_done.eq(1)
         with m.If(adv6):
-            m.d.sync += [v_out.eq(v[4] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2]),
+            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2]),
                          out_noop.eq(pf_noop | x.lk)]
             err = x.kind == K_ERROR
             dl = g.decision_layout()
@@ -863,7 +1014,7 @@ class Tracker(wiring.Component):
                                      locked=(x.kind == K_VREQ) & locked,
                                      valid=(x.kind == K_VREQ) & ~locked & answer,
                                      victim=Mux((x.kind == K_VREQ) & ~locked & answer, vic_pos, 0)))
-            is_vr = v[4] & ((x.kind == K_VREQ) | (x.kind == K_VERR))
+            is_vr = v[LS] & ((x.kind == K_VREQ) | (x.kind == K_VERR))
             bump("victim_none", is_vr & ((x.kind == K_VERR) | locked | ~(started & vic_any)))
             bump("victim_locked", is_vr & (x.kind == K_VREQ) & locked)
 
@@ -875,8 +1026,10 @@ FULL_MAX_BUDGET = 256
 
 
 def verilog_tops():
-    """Configurations `make verilog` generates and `make lint` checks: the test geometry and
-    the full Llama-70B one (80 layers x 8 KV heads x 131,072 positions, 128-bucket ring,
-    FULL_MAX_BUDGET slots per queue on chip)."""
+    """Configurations `make verilog` generates and `make lint` checks: the test geometry (with
+    the ring, and with the matrix selection at 16 slots per queue, as on the board) and the full
+    Llama-70B one (80 layers x 8 KV heads x 131,072 positions, 128-bucket ring, FULL_MAX_BUDGET
+    slots per queue on chip)."""
     return {"tracker": lambda: Tracker(2, 2, 64, 128),
+            "tracker_matrix": lambda: Tracker(2, 2, 64, 128, max_budget=16, select="matrix"),
             "tracker_full": lambda: Tracker(80, 8, 131072, 128, max_budget=FULL_MAX_BUDGET)}

@@ -44,6 +44,13 @@ next miss would evict; ``none`` for an empty, unstarted or decode-locked queue),
 goes backwards (applied as the queue's current step, counted in ``step_errors``), and a
 configuration check (``cfg_error``: the ring is smaller than NB, or the budget exceeds
 ``max_budget``).
+
+**Two selection structures, one order.** The RTL selects victims either with the ring above
+(``select="ring"``, any budget) or with a precedence matrix per queue (``select="matrix"``,
+small ``max_budget``: docs/tracker.md, "Matrix selection"). Both pick the first resident entry
+in ``hw``'s ``(key, tie)`` order. With ``select="matrix"`` this model keeps its ring (made at least
+as large as NB, so it never aliases; ``cfg_error`` still checks the given ``n_buckets``, so the
+two selections take the same configurations) and counts no ``splices``: the matrix has none.
 """
 from __future__ import annotations
 
@@ -61,6 +68,8 @@ SLOT_BITS = 16           # the metadata word's slot field: max_budget <= 2^16
 MAX_BUDGET_LIMIT = 1 << SLOT_BITS
 NONE = -1                # decision: no victim needed (hit, or a free entry)
 NO_VICTIM = -2           # decision: a miss with nothing evictable (bypass)
+#: the RTL's victim selection structures (docs/tracker.md): the same decisions, different counters
+SELECTS = ("ring", "matrix")
 
 
 @dataclass(frozen=True)
@@ -183,15 +192,21 @@ class TrackerModel:
     """The tracker's state and decisions, event by event (queues are independent)."""
 
     def __init__(self, cfg: TrackerConfig, n_queues: int, n_positions: int, n_buckets: int,
-                 max_budget: int | None = None):
+                 max_budget: int | None = None, select: str = "ring"):
         if n_buckets & (n_buckets - 1):
             raise ValueError("n_buckets must be a power of two")
+        if select not in SELECTS:
+            raise ValueError(f"select must be one of {SELECTS}, got {select!r}")
         self.cfg = cfg
-        self.n_queues, self.n_positions, self.n_buckets = n_queues, n_positions, n_buckets
+        self.select = select
         self.max_budget = min(max_budget or n_positions, MAX_BUDGET_LIMIT)
         self.nb = buckets_needed(cfg)
-        self.lazy = n_buckets - self.nb           # L: expired keys the ring holds below kc
         self.cfg_error = self.nb > n_buckets or cfg.budget > self.max_budget
+        if select == "matrix":
+            # no ring in the RTL: the model's ring only has to be exact (never alias)
+            n_buckets = max(n_buckets, ring_size(self.nb))
+        self.n_queues, self.n_positions, self.n_buckets = n_queues, n_positions, n_buckets
+        self.lazy = n_buckets - self.nb           # L: expired keys the ring holds below kc
         self.meta: dict = {}                      # (q, p) -> (ema, t_last, slot)
         self.slots: dict = {}                     # (q, slot) -> _Slot
         self.queues = [_Queue() for _ in range(n_queues)]
@@ -268,7 +283,8 @@ class TrackerModel:
                 self._slot(q, h).prev = qs.etail
             qs.etail = t
             qs.bitmap &= ~(1 << b)
-            self.counters["splices"] += 1
+            if self.select == "ring":
+                self.counters["splices"] += 1
         qs.kc = max(qs.kc, kn)
 
     # -- one event ------------------------------------------------------------------------------

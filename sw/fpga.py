@@ -234,6 +234,12 @@ def main(argv=None):
                         raise CxlkvError(f"bad --param {item!r}: tracker is one of {', '.join(TRACKER_CHOICES)}")
                     controller[k] = v
                     continue
+                if k == "tracker_select":              # the tracker's selection structure: a word
+                    from cxlkv.models.tracker import SELECTS
+                    if v not in SELECTS:
+                        raise CxlkvError(f"bad --param {item!r}: tracker_select is one of {', '.join(SELECTS)}")
+                    controller[k] = v
+                    continue
                 try:
                     controller[k] = int(v, 0)
                 except ValueError:

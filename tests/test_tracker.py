@@ -198,6 +198,30 @@ def test_lazy_splicing_is_exact_for_every_ring_size(g, ring_mult):
         assert model.counters["splices"] > 0
 
 
+@pytest.mark.parametrize("g", [0, 3])
+def test_matrix_selection_model_counts_no_splices(g):
+    """select="matrix": the same decisions as the ring (and hw), no splices, and a ring given
+    smaller than NB is still flagged (cfg_error) but does not alias (the matrix has no ring)."""
+    trace = _random_trace(91 + g, n=2500, max_step_gap=200)
+    params = P.make_params("hw", hw_bucket_bits=g, hw_rank_tau=2)
+    ref = P.replay(trace, "hw", 6, params=params, record_victims=True).victims.tolist()
+    cfg = T.TrackerConfig.from_params(params, 6)
+    nbr = T.ring_size(T.buckets_needed(cfg))
+    ring = T.TrackerModel(cfg, trace.n_queues, 64, nbr)
+    matrix = T.TrackerModel(cfg, trace.n_queues, 64, nbr, select="matrix")
+    small = T.TrackerModel(cfg, trace.n_queues, 64, nbr // 2, select="matrix")
+    events = T.events_from_trace(trace)
+    assert [ring.event(e).code for e in events] == ref
+    assert [matrix.event(e).code for e in events] == ref
+    assert [small.event(e).code for e in events] == ref
+    assert ring.counters["splices"] > 0 and matrix.counters["splices"] == 0
+    assert {k: v for k, v in ring.counters.items() if k != "splices"} == \
+        {k: v for k, v in matrix.counters.items() if k != "splices"}
+    assert small.cfg_error and not matrix.cfg_error
+    with pytest.raises(ValueError, match="select"):
+        T.TrackerModel(cfg, 1, 64, nbr, select="heap")
+
+
 def test_slots_are_reused_by_the_evicting_entry():
     trace = tracegen.synth("mixed", n_layers=1, n_kv_heads=2, prefill=32, steps=32, seed=9)
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=1), 5)

@@ -11,11 +11,17 @@ PARAMS = {"n_layers": 3, "n_kv_heads": 2, "n_positions": 128, "n_buckets": 128}
 PARAMS_SMALL = {"n_layers": 3, "n_kv_heads": 2, "n_positions": 128, "n_buckets": 256, "max_budget": 16,
                 "inflight": 4}
 
+#: Third configuration: the matrix selection (the board's), 16 slots per queue, 16 in flight.
+PARAMS_MATRIX = {"n_layers": 3, "n_kv_heads": 2, "n_positions": 128, "n_buckets": 128, "max_budget": 16,
+                 "select": "matrix"}
 
-def _make_dut(n_layers, n_kv_heads, n_positions, n_buckets, max_budget=None, inflight=16):
+
+def _make_dut(n_layers, n_kv_heads, n_positions, n_buckets, max_budget=None, inflight=16, select="ring"):
     from cxlkv.hdl.tracker import Tracker
-    return Tracker(n_layers, n_kv_heads, n_positions, n_buckets, max_budget=max_budget, inflight=inflight)
+    return Tracker(n_layers, n_kv_heads, n_positions, n_buckets, max_budget=max_budget, inflight=inflight,
+                   select=select)
 
 
 BENCHES = [CocotbBench("tracker", _make_dut, "cxlkv.tb.tracker.test_tracker", PARAMS),
-           CocotbBench("tracker", _make_dut, "cxlkv.tb.tracker.test_tracker", PARAMS_SMALL)]
+           CocotbBench("tracker", _make_dut, "cxlkv.tb.tracker.test_tracker", PARAMS_SMALL),
+           CocotbBench("tracker", _make_dut, "cxlkv.tb.tracker.test_tracker", PARAMS_MATRIX)]

@@ -97,10 +97,11 @@ def measure():
     return out
 
 
-def fpga():
+def fpga(select="ring"):
     """``fpga.ulx3s_85f.tracker.*``: the tracker alone between registers on the ULX3S 85F
-    (``python -m cxlkv.tb.tracker.bench --fpga``; a place and route of ~10 minutes, not part of
-    ``make bench``)."""
+    (``python -m cxlkv.tb.tracker.bench --fpga [--select matrix]``; a place and route of 10 to 50
+    minutes, not part of ``make bench``). With ``select`` = "matrix" the figures are named
+    ``fpga.ulx3s_85f.tracker_matrix.*``."""
     from cxlkv import build_dir
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.timing import TimingTop
@@ -108,16 +109,19 @@ def fpga():
     from cxlkv.sw import fpga as flow
     from cxlkv.tb.fpga.bench import _path_ends
     board, goal = "ulx3s-85f", 125
-    top = TimingTop(get_board(board), lambda: Tracker(2, 2, 64, 128, max_budget=16), core_mhz=goal)
-    tim = flow._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-tracker", allow_timing_fail=True)
+    name = "tracker" if select == "ring" else f"tracker_{select}"
+    top = TimingTop(get_board(board), lambda: Tracker(2, 2, 64, 128, max_budget=16, select=select), core_mhz=goal)
+    tim = flow._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-{name}", allow_timing_fail=True)
     rep = flow.parse_report(tim.read_text())
-    config = {"board": board, "design": "Tracker(2, 2, 64, 128, max_budget=16) between registers",
+    config = {"board": board, "design": f"Tracker(2, 2, 64, 128, max_budget=16, select={select!r}) between registers",
               "core_mhz_target": goal, "critical_path": _path_ends(rep)}
-    return flow.metrics(rep, "fpga.ulx3s_85f.tracker", None, config)
+    return flow.metrics(rep, f"fpga.ulx3s_85f.{name}", None, config)
 
 
 if __name__ == "__main__":
     import json
     import sys
-    for rec in (fpga() if "--fpga" in sys.argv[1:] else measure()):
+    args = sys.argv[1:]
+    select = args[args.index("--select") + 1] if "--select" in args else "ring"
+    for rec in (fpga(select) if "--fpga" in args else measure()):
         print(json.dumps(rec))

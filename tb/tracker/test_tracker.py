@@ -34,7 +34,7 @@ class TrackerEnv:
         self.geom = Geometry(p["n_layers"], p["n_kv_heads"], p["n_positions"], p["n_buckets"], p.get("max_budget"))
         self.cfg = cfg
         self.model = T.TrackerModel(cfg, self.geom.n_queues, self.geom.n_positions, self.geom.n_buckets,
-                                    self.geom.max_budget)
+                                    self.geom.max_budget, select=p.get("select", "ring"))
         self.decode_lock = decode_lock
         self.ev_port, self.dec_port = StreamPort(dut, "event"), StreamPort(dut, "decision")
         self.vq_port, self.va_port = StreamPort(dut, "victim_req"), StreamPort(dut, "victim_resp")
@@ -246,11 +246,25 @@ class TrackerEnv:
         assert int(dut.cfg_error.value) == int(self.model.cfg_error)
         assert int(dut.bad_events.value) == self.coverage["bad_event"]
 
+    def check_memory(self):
+        """Every metadata word the DUT wrote equals the model's {ema, t_last, slot} of its
+        position (the EMA is otherwise seen only through the victims it orders)."""
+        mem = getattr(self, "meta", None)
+        if not isinstance(mem, SplitChannelMemory):
+            return
+        pb = self.geom.pb
+        want = {(q << pb) | p: ema | (t_last << 16) | (slot << 48) for (q, p), (ema, t_last, slot) in self.model.meta.items()}
+        bad = [(addr, mem.words.get(addr, 0), w) for addr, w in want.items() if mem.words.get(addr, 0) != w]
+        bad += [(addr, w, 0) for addr, w in mem.words.items() if addr not in want and w]
+        assert not bad, "metadata words differ from the model (addr, DUT, model): " + \
+            ", ".join(f"({a:#x}, {d:#018x}, {w:#018x})" for a, d, w in bad[:5]) + f" ({len(bad)} in all)"
+
     def check(self):
         self.sb.check()
         if self.vaccepted:
             self.vsb.check()
         self.check_counters()
+        self.check_memory()
 
 
 def trace_events(trace):
@@ -496,6 +510,29 @@ async def drive_records(dut, env, records):
              "lookup": (env.lk_port, env.pf_pack)}
     for kind, item in records:
         await offer(dut.clk, *ports[kind], item)
+
+
+@cocotb.test()
+async def test_forwarding_back_to_back(dut):
+    """Events of one entry back to back, at the same step (the record takes its source's new EMA
+    as the source leaves the EMA stage: no wait) and at the next steps (it waits one cycle in the
+    back end: fwd_wait_cycles), between events of other entries. Decisions, counters and every
+    metadata word (the EMA each event wrote) through the model."""
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 3))
+    await env.start(latency=1)
+    env.dec_port.ready.value = 1
+
+    def ev(pos, step, sample=0x4000, write=0):
+        return ("event", {"layer": 1, "head": 0, "position": pos, "write": write, "sample": sample, "step": step})
+
+    await drive_records(dut, env, [ev(3, 5), ev(3, 5, 0xF000), ev(3, 5, 0x0100), ev(4, 5)])       # same step
+    await env.drain()
+    assert int(dut.fwd_wait_cycles.value) == 0
+    await drive_records(dut, env, [ev(3, 6, 0x8000), ev(3, 7, 0x2000), ev(3, 9, 0xFFFF), ev(4, 9),
+                                   ev(4, 12, 0x10), ev(3, 12), ev(3, 13, write=1), ev(5, 13), ev(6, 13)])
+    await env.drain()
+    env.check()
+    assert int(dut.fwd_wait_cycles.value) > 0              # (4 with 16 in flight; fewer with 4)
 
 
 @cocotb.test()
