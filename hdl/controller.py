@@ -351,22 +351,37 @@ class Controller(wiring.Component):
             trk.victim_resp.ready.eq(1),
         ]
 
-        # the deadline ring must hold every live key (models.controller.buckets_needed), checked
-        # here combinationally (the tracker's own cfg_error is registered: one cycle late)
+        # the deadline ring must hold every live key (models.controller.buckets_needed): checked
+        # over three registered steps (a multiply and a shift: off the event path). While the
+        # configuration differs from the one last checked (ring_stale: three cycles after a write
+        # of TLN_R, TLN_D or HW_BUCKET) the events are held, STATUS.busy is 1 and register reads
+        # wait, so a read right after the write sees the settled STATUS.ring_error. (The
+        # tracker's own cfg_error checks the same, later: it is not needed here.)
+        cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
+        cfg_1, cfg_2, cfg_seen = Signal.like(cfg_now), Signal.like(cfg_now), Signal.like(cfg_now)
         tln_max = Signal.like(regs.tln_r_value)
+        bb_1 = Signal.like(regs.hw_bucket_bits)
         f_max = Signal(len(tln_max) + 12)
+        ring_bad = Signal()
+        m.d.sync += [
+            cfg_1.eq(cfg_now), bb_1.eq(regs.hw_bucket_bits),
+            tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
+            cfg_2.eq(cfg_1), f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> bb_1),
+            cfg_seen.eq(cfg_2), ring_bad.eq(f_max + 2 > g.n_buckets),
+        ]
+        ring_stale = Signal()
         ring_error = Signal()
         m.d.comb += [
-            tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
-            f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> regs.hw_bucket_bits),
-            ring_error.eq((f_max + 2 > g.n_buckets) | (trk.budget > self.max_budget) | trk.cfg_error),
+            ring_stale.eq(cfg_now != cfg_seen),
+            ring_error.eq(ring_bad | (trk.budget > self.max_budget)),
             regs.status_ring_error.eq(ring_error),
+            regs.read_hold.eq(ring_stale),
         ]
 
         # events only while enabled, cleared and configured (configuration is static while
         # events flow: the host changes it between batches)
         open_ = Signal()
-        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error &
+        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~ring_stale &
                              ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
@@ -503,7 +518,7 @@ class Controller(wiring.Component):
             steps[reg] = _pulse(m, held, getattr(hdm, name), f"hdm_{name}")
         steps["HINT_PUSH_DROPS"] = push_drop
         steps.update(tier_steps)
-        m.d.comb += regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | div.busy | tier_busy))
+        m.d.comb += regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | ring_stale | div.busy | tier_busy))
         counters = {}
         for reg, step in steps.items():
             c = Signal(COUNTER_WIDTH, name=f"count_{reg.lower()}")

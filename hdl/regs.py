@@ -81,8 +81,10 @@ class RegisterBlock(wiring.Component):
 
     def __init__(self, addr_width=ADDR_WIDTH):
         self.addr_width = addr_width
+        # read_hold: a read waits (ARREADY low) while the owner's status derived from the
+        # configuration is settling, so a read right after a write sees the settled status
         members = {"s_axil": In(AXI4LiteSignature(addr_width)), "ext": Out(ExternalSignature(addr_width)),
-                   "irq": Out(1)}
+                   "irq": Out(1), "read_hold": In(1)}
         for reg in regmap.REGISTERS:
             if reg.external:
                 continue
@@ -197,7 +199,7 @@ class RegisterBlock(wiring.Component):
                     # byte lanes come from WSTRB: the low address bits are ignored (AXI4-Lite)
                     m.d.sync += [addr.eq(bus.awaddr & ~3), wdata.eq(bus.wdata), wstrb.eq(bus.wstrb)]
                     m.next = "CHECK"
-                with m.Elif(bus.arvalid):
+                with m.Elif(bus.arvalid & ~self.read_hold):
                     m.d.comb += bus.arready.eq(1)
                     m.d.sync += addr.eq(bus.araddr & ~3)
                     m.next = "READ"

@@ -34,7 +34,7 @@ channel and a write channel (device DRAM at the full geometry); per slot (``max_
 queue) on chip: position, key, prev, next; per queue on chip: the step state, the list state
 (cursor, expired list, resident count, bucket occupancy bitmap) and the ring's (head, tail).
 """
-from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -231,9 +231,11 @@ class Tracker(wiring.Component):
         super().__init__(ports)
 
     def _mlist_layout(self):
-        """Per-queue state of the matrix selection: the slots in the order (resident, not pinned)."""
+        """Per-queue state of the matrix selection: the slots in the order (resident, not pinned),
+        their pf bits and positions (one word: the victim's position is a one-hot choice)."""
         g = self.geom
-        return data.StructLayout({"started": 1, "nres": g.nres, "lst": g.max_budget})
+        return data.StructLayout({"started": 1, "nres": g.nres, "lst": g.max_budget, "pf": g.max_budget,
+                                  "pos": g.max_budget * g.pb})
 
     def rec_layout(self):
         g = self.geom
@@ -260,11 +262,14 @@ class Tracker(wiring.Component):
                 m.d.sync += cnt[name].eq(cnt[name] + 1)
 
         # ---------------------------------------------------------------- configuration
+        # (static while events flow: computed over three registered steps, off the event path)
         tln_max = Signal(TLN_BITS)
+        nb_prod = Signal(TLN_BITS + 12)
         nb = Signal(TLN_BITS)                      # the policy's NB
         lazy = Signal(g.bb + 1)                    # L = R - NB: expired keys the ring holds below kc
-        m.d.comb += tln_max.eq(Mux(self.tln_r > self.tln_d, self.tln_r, self.tln_d))
-        m.d.comb += nb.eq((((tln_max * 4095) >> 16) >> self.bucket_bits) + 2)
+        m.d.sync += [tln_max.eq(Mux(self.tln_r > self.tln_d, self.tln_r, self.tln_d)),
+                     nb_prod.eq(tln_max * 4095),
+                     nb.eq(((nb_prod >> 16) >> self.bucket_bits) + 2)]
         m.d.sync += [self.cfg_error.eq((nb > R) | (self.budget > g.max_budget)),
                      lazy.eq(Mux(nb > R, 0, R - nb))]
         alpha_eff = Signal(S.ALPHA_BITS)
@@ -272,7 +277,7 @@ class Tracker(wiring.Component):
 
         # ---------------------------------------------------------------- memories
         m.submodules.step_mem = step_mem = Memory(shape=g.step_layout(), depth=g.n_queues, init=[])
-        st_rd = step_mem.read_port(domain="comb")
+        st_rd = step_mem.read_port(domain="comb")          # for the item entering the input register
         st_wr = step_mem.write_port()
         SQ = g.max_budget
         m.submodules.list_mem = list_mem = Memory(
@@ -302,12 +307,13 @@ class Tracker(wiring.Component):
             m.submodules.m_keys = m_keys = Memory(shape=SQ * T.KEY_BITS, depth=g.n_queues, init=[])
             mx_rd, mx_wr = m_order.read_port(domain="comb"), m_order.write_port()
             mk_rd, mk_wr = m_keys.read_port(domain="comb"), m_keys.write_port()
-        m.submodules.s_pos = s_pos = Memory(shape=g.pb, depth=SLOTS, init=[])
-        ps_rd_s, ps_rd_v = s_pos.read_port(domain="comb"), s_pos.read_port(domain="comb")
-        ps_wr = s_pos.write_port()
-        m.submodules.s_pf = s_pf = Memory(shape=1, depth=SLOTS, init=[])   # inserted by a prefetch, untouched since
-        pf_rd_s, pf_rd_v = s_pf.read_port(domain="comb"), s_pf.read_port(domain="comb")
-        pf_wr = s_pf.write_port()
+        if self.select == "ring":
+            m.submodules.s_pos = s_pos = Memory(shape=g.pb, depth=SLOTS, init=[])
+            ps_rd_s, ps_rd_v = s_pos.read_port(domain="comb"), s_pos.read_port(domain="comb")
+            ps_wr = s_pos.write_port()
+            m.submodules.s_pf = s_pf = Memory(shape=1, depth=SLOTS, init=[])   # inserted by a prefetch, untouched since
+            pf_rd_s, pf_rd_v = s_pf.read_port(domain="comb"), s_pf.read_port(domain="comb")
+            pf_wr = s_pf.write_port()
         m.submodules.exp_rom = exp_rom = Memory(shape=S.SCORE_BITS + 1, depth=1 << S.EXP_INDEX_BITS,
                                                 init=S.EXP2_NEG_Q16)
         e_rd = exp_rom.read_port(domain="comb")
@@ -322,6 +328,7 @@ class Tracker(wiring.Component):
         f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
         f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
         f_pf = Signal(D)                           # the entry is a prefetch insert (forwards only to its own step)
+        f_adv = Signal(D)                          # its queue's step has advanced since it was accepted
 
         def f_read(arr, tag):
             out = Signal.like(arr[0])
@@ -395,16 +402,24 @@ class Tracker(wiring.Component):
         cand, skid = Signal(ilay), Signal(ilay)
         cand_v, skid_v = Signal(), Signal()
         cand_eq = Signal(D)                                   # cand's address == f_addr[i]
+        cand_st = Signal(g.step_layout())                     # cand's queue's step state
+        cand_back = Signal()                                  # cand.step is below the queue's step
+        cand_new = Signal()                                   # cand.step starts a new step of the queue
         take = Signal()                                       # A takes cand this cycle
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
-        m.d.comb += in_ready.eq(~skid_v)
+        m.d.comb += in_ready.eq(~skid_v & ~clearing)
         nxt = Signal(ilay)
         m.d.comb += nxt.eq(Mux(skid_v, skid, in_item))
         load_c = Signal()
         m.d.comb += load_c.eq((skid_v | in_fire) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
+        # the step state of nxt's queue as A leaves it this cycle (A may write that queue now)
+        m.d.comb += st_rd.addr.eq(nxt.q)
+        st_nxt = data.View(g.step_layout(), Mux(st_wr.en & (st_wr.addr == nxt.q), st_wr.data, st_rd.data))
         with m.If(load_c):
-            m.d.sync += [cand.eq(nxt),
+            m.d.sync += [cand.eq(nxt), cand_st.eq(st_nxt),
+                         cand_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
+                         cand_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step)),
                          cand_eq.eq(Cat(*[Mux(f_alloc & (new_tag == i), nxt_addr == Cat(cand.position, cand.q),
                                               f_addr[i] == nxt_addr) for i in range(D)]))]
         with m.If(load_c):
@@ -429,8 +444,7 @@ class Tracker(wiring.Component):
         sel_v, sel_p, sel_l, sel_e = (cand.src == SRC_V), (cand.src == SRC_P), (cand.src == SRC_L), (cand.src == SRC_E)
         ev_q = Signal(g.qb)
         ev_bad = Signal()
-        m.d.comb += st_rd.addr.eq(ev_q)
-        st = data.View(g.step_layout(), st_rd.data)
+        st = data.View(g.step_layout(), cand_st)
         # a prefetch insert into a queue without a step yet is refused like a bad layer
         m.d.comb += [ev_q.eq(cand.q), ev_bad.eq(cand.bad | (sel_p & ~st.started))]
         # (a lookup into a queue without a step is fine: nothing is resident there)
@@ -452,8 +466,10 @@ class Tracker(wiring.Component):
         t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
         m.d.comb += t_fwd.eq(_or_all([Mux(match[i], f_step[i], 0) for i in range(D)]))
         wait_pf = Signal()
-        a_step = Signal(S.STEP_BITS)
-        m.d.comb += wait_pf.eq((sel_p | sel_e) & ~ev_bad & ((match & f_pf) != 0) & (t_fwd != a_step))
+        # t_fwd != a_step, without comparing steps: the matched insert's step is the queue's step
+        # when it was accepted, so they differ when the queue's step has advanced since (f_adv)
+        # or the record starts a new step itself (cand_new; an event)
+        m.d.comb += wait_pf.eq((sel_p | sel_e) & ~ev_bad & ((match & f_pf & Mux(sel_e & cand_new, Const((1 << D) - 1, D), f_adv)) != 0))
         need_read = Signal()
         m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
         go = Signal()                                         # cand may be taken this cycle
@@ -477,10 +493,9 @@ class Tracker(wiring.Component):
         # the step stage (per queue, read and written in the accept cycle; a prefetch insert
         # takes the queue's current step and mode and changes neither)
         s_in = cand.step
-        backwards = st.started & (s_in < st.cur_step)
+        backwards = cand_back
         s_use = Mux(backwards, st.cur_step, s_in)
-        m.d.comb += a_step.eq(Mux(sel_p, st.cur_step, s_use))
-        new_step = st.started & (s_use != st.cur_step)
+        new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
         reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
         sat = (1 << g.step_reads) - 1
@@ -519,6 +534,11 @@ class Tracker(wiring.Component):
             # the new record becomes its entry's youngest; the matched one no longer is
             m.d.sync += [f_latest.eq((f_latest & ~match) | one_new),
                          f_pf.eq(Mux(take_p, f_pf | one_new, f_pf & ~one_new))]
+        # f_adv: an event that starts a new step of its queue marks the records of that queue in
+        # flight (a new record starts unmarked)
+        same_q = Cat(*[f_addr[i][g.pb:] == ev_q for i in range(D)])
+        adv_mark = Mux(take_e & ~ev_bad & new_step, same_q, 0)
+        m.d.sync += f_adv.eq(Mux((take_e | take_p) & ~ev_bad, (f_adv | adv_mark) & ~one_new, f_adv | adv_mark))
         # in-flight bits: set on accept of an entry with a metadata word, cleared on retire
         set_v = Signal(D)
         clr_v = Signal(D)
@@ -536,13 +556,14 @@ class Tracker(wiring.Component):
             m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
         # ---------------------------------------------------------------- back end
-        # Stage registers r[0..6] move together (adv); r[6] is the list stage; r_out is the
+        # Stage registers r[0..7] move together (adv); r[7] is the list stage; r_out is the
         # output stage (adv6). What each register holds beside its record:
         #   r[0]: age                          r[1]: y (decay exponent)
         #   r[2]: e_val (exp2 factor)          r[3]: dec (decayed EMA)
         #   r[4]: ema (new EMA)                r[5]: log2q8
-        #   r[6]: key                          r_out: decision / answer / metadata word
-        NS = 7
+        #   r[6]: F (retention)                r[7]: key
+        #   r_out: decision / answer / metadata word
+        NS = 8
         LS = NS - 1                     # the list stage
         adv = Signal()
         adv6 = Signal()
@@ -551,6 +572,7 @@ class Tracker(wiring.Component):
         r = [Signal(rlay, name=f"r{i}") for i in range(NS)]
         v_out = Signal()
         r_out = Signal(rlay)
+        res_slot = Signal(g.sb)                 # the slot the output record's position holds after it
         m.d.comb += adv.eq(adv6 & ~splice)
 
         # B0 load: the record FIFO's head, and its metadata word if it needs one
@@ -587,7 +609,7 @@ class Tracker(wiring.Component):
         ema_m = [Signal(S.SCORE_BITS, name=f"ema_m{i}") for i in range(3)]     # memory's EMA with r0..r2
         slot_m = [Signal(g.sb, name=f"slot_m{i}") for i in range(NS)]          # memory's slot with r0..r6
         e_val = Signal(S.SCORE_BITS + 1)
-        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(3)]     # new EMA with r4..r6
+        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(LS - 3)]  # new EMA with r4..r7
         log2q8 = Signal(12)
         key = Signal(T.KEY_BITS)
         with m.If(adv):
@@ -609,7 +631,10 @@ class Tracker(wiring.Component):
         # r2 -> r3 and r3 -> r4: the EMA update, one multiply per stage: the decay at r2 (of the
         # forwarded EMA when an older event of the entry is in flight), the step towards the
         # sample at r3, whose result goes to the in-flight buffer as the record leaves r3
-        x2, x3 = r[2], r[3]
+        x1, x2, x3 = r[1], r[2], r[3]
+        slot_fwd = Signal(g.sb)                 # (matrix) the forwarded slot, read at r6
+        with m.If(adv):
+            m.d.sync += slot_fwd.eq(f_read(f_slot, r[LS - 1].fwd_tag))
         dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         ema_step = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
@@ -620,18 +645,25 @@ class Tracker(wiring.Component):
         with m.If(adv & v[3] & (x3.kind == K_EVENT)):
             f_write(x3.tag, (f_ema, ema_new))
         with m.If(adv):
-            m.d.sync += [ema_n[0].eq(ema_new), ema_n[1].eq(ema_n[0]), ema_n[2].eq(ema_n[1])]
+            m.d.sync += [ema_n[0].eq(ema_new)] + [ema_n[i].eq(ema_n[i - 1]) for i in range(1, len(ema_n))]
 
-        # r2 -> r3: the decay. A record right behind its source at the same step takes the
-        # source's new EMA as the source leaves r3: its age is 0, so the decay is the identity
-        # (e = 2^16) and needs no multiply. One at a later step waited a cycle at B0 (``behind``),
-        # so the buffer has it.
-        src_ema = Signal(S.SCORE_BITS)
-        m.d.comb += src_ema.eq(Mux(x2.fwd, f_read(f_ema, x2.fwd_tag), ema_m[2]))
-        fwd_now = Signal()
-        m.d.comb += fwd_now.eq(x2.fwd & v[3] & (x3.tag == x2.fwd_tag))
+        # r1 -> r2 -> r3: the decay. At r1 the record reads the forwarded EMA from the in-flight
+        # buffer (registered), which its source wrote as it left r3 when it is three or more
+        # stages ahead; two stages ahead (the source at r3 now, at r4 next) its new EMA is taken
+        # from r4's register at r2 instead. A record right behind its source at the same step
+        # takes the source's new EMA as the source leaves r3: its age is 0, so the decay is the
+        # identity (e = 2^16) and needs no multiply. One at a later step waited a cycle at B0
+        # (``behind``), so it is two stages behind.
+        src_buf = Signal(S.SCORE_BITS)
+        d1, d2 = Signal(), Signal()
         with m.If(adv):
-            m.d.sync += dec.eq(Mux(fwd_now, ema_new, (src_ema * e_val + 0x8000) >> 16))
+            m.d.sync += [src_buf.eq(f_read(f_ema, x1.fwd_tag)),
+                         d1.eq(x1.fwd & v[2] & (r[2].tag == x1.fwd_tag)),
+                         d2.eq(x1.fwd & v[3] & (r[3].tag == x1.fwd_tag))]
+        src_ema = Signal(S.SCORE_BITS)
+        m.d.comb += src_ema.eq(Mux(x2.fwd, Mux(d2, ema_n[0], src_buf), ema_m[2]))
+        with m.If(adv):
+            m.d.sync += dec.eq(Mux(d1, ema_new, (src_ema * e_val + 0x8000) >> 16))
 
         # r4 -> r5: log2 of the new EMA
         msb = Signal(4)
@@ -643,14 +675,14 @@ class Tracker(wiring.Component):
         with m.If(adv):
             m.d.sync += log2q8.eq(Mux(ema_n[0] == 0, 0, Cat(l_rd.data, msb)))
 
-        # r5 -> r6: retention and key
+        # r5 -> r6: retention (one multiply); r6 -> r7: the key
         tln = Mux(r[5].dense, self.tln_d, self.tln_r)
         f_val = Signal(F_BITS)
-        m.d.comb += f_val.eq((log2q8 * tln) >> 16)
         with m.If(adv):
-            m.d.sync += key.eq((r[5].step + f_val) >> self.bucket_bits)
+            m.d.sync += [f_val.eq((log2q8 * tln) >> 16),
+                         key.eq((r[6].step + f_val) >> self.bucket_bits)]
 
-        # ------------------------------------------------------------ r4: the list stage
+        # ------------------------------------------------------------ r7: the list stage
         x = r[LS]
         is_ev = v[LS] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
         m.d.comb += ls_rd.addr.eq(x.q)
@@ -719,6 +751,9 @@ class Tracker(wiring.Component):
             m.d.comb += [mx_rd.addr.eq(x.q), mk_rd.addr.eq(x.q)]
             mrow = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             mkey = [mk_rd.data[i * T.KEY_BITS:(i + 1) * T.KEY_BITS] for i in range(SQ)]
+            mpf = Signal(SQ)
+            m.d.comb += mpf.eq(Mux(started, mq.pf, 0))
+            mpos = [mq.pos[i * g.pb:(i + 1) * g.pb] for i in range(SQ)]
             m.d.comb += splice.eq(0)
 
         NULL = Const(0, g.sptr)
@@ -737,10 +772,21 @@ class Tracker(wiring.Component):
 
         # -- residency
         slot_src = Signal(g.sb)
-        m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[LS]))
-        m.d.comb += ps_rd_s.addr.eq(saddr(slot_src))
+        if self.select == "ring":
+            m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[LS]))
+        else:
+            # the forwarded slot read from the in-flight buffer as the record enters this stage
+            # (registered); when its source left this stage in that same cycle it is the output
+            # register's (no splices here: the stages always move together)
+            m.d.comb += slot_src.eq(Mux(x.fwd, Mux(v_out & (r_out.tag == x.fwd_tag), res_slot, slot_fwd),
+                                        slot_m[LS]))
+        pos_s = Signal(g.pb)            # the position in slot_src
+        if self.select == "ring":
+            m.d.comb += [ps_rd_s.addr.eq(saddr(slot_src)), pos_s.eq(ps_rd_s.data)]
+        else:
+            m.d.comb += pos_s.eq(Array(mpos)[slot_src])
         resident = Signal()
-        m.d.comb += resident.eq(started & (slot_src < nres) & (ps_rd_s.data == x.position))
+        m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
         pinned = Signal()
         m.d.comb += pinned.eq(x.position < self.pinned)
 
@@ -775,8 +821,11 @@ class Tracker(wiring.Component):
             for i in range(SQ):
                 with m.If(first[i]):
                     m.d.comb += vic.eq(i)
-        m.d.comb += ps_rd_v.addr.eq(saddr(vic))
-        vic_pos = ps_rd_v.data
+        vic_pos = Signal(g.pb)
+        if self.select == "ring":
+            m.d.comb += [ps_rd_v.addr.eq(saddr(vic)), vic_pos.eq(ps_rd_v.data)]
+        else:                               # one-hot: no encoder and RAM read behind the AND
+            m.d.comb += vic_pos.eq(_or_all([Mux(first[i], mpos[i], 0) for i in range(SQ)]))
 
         hit = Signal()
         pf_noop = Signal()              # a prefetch insert of a resident position: nothing changes
@@ -930,26 +979,32 @@ class Tracker(wiring.Component):
             m.d.comb += k_new.eq(Cat(*[Mux(upd[i], key, mkey[i]) for i in range(SQ)]))
             lst_new = Signal(SQ)
             m.d.comb += lst_new.eq(Mux(placed, (lst & ~upd) | Mux(insert, upd, 0), lst))
+            # the slot's position and pf bit (set by a prefetch's insert, cleared by an access)
+            pf_new = Signal(SQ)
+            m.d.comb += pf_new.eq(Mux(placed, (mpf & ~upd) | Mux(x.pf & ~hit, upd, 0), mpf))
+            pos_new = Signal(SQ * g.pb)
+            m.d.comb += pos_new.eq(Cat(*[Mux(placed & upd[i], x.position, mpos[i]) for i in range(SQ)]))
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
                              ls_wr.data.eq(pack(self._mlist_layout(), started=Const(1, 1), nres=nres + do_free,
-                                                lst=lst_new))]
+                                                lst=lst_new, pf=pf_new, pos=pos_new))]
                 with m.If(insert):
                     m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(m_new),
                                  mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
-                with m.If(placed):
-                    m.d.comb += [ps_wr.en.eq(1), ps_wr.addr.eq(saddr(s_ins)), ps_wr.data.eq(x.position),
-                                 # the pf bit: set by a prefetch's insert, cleared by an access
-                                 pf_wr.en.eq(1), pf_wr.addr.eq(saddr(s_ins)), pf_wr.data.eq(x.pf & ~hit)]
 
-        m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic))]
+        pf_s, pf_v = Signal(), Signal()     # the pf bits of slot_src and of the victim
+        if self.select == "ring":
+            m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic)),
+                         pf_s.eq(pf_rd_s.data), pf_v.eq(pf_rd_v.data)]
+        else:
+            m.d.comb += [pf_s.eq(mpf.bit_select(slot_src, 1)), pf_v.eq((first & mpf) != 0)]
         with m.If(commit):
             bump("read_hits", hit & ~x.write)
             bump("evictions", do_evict)
             bump("no_victim", no_victim)
             bump("prefetches", x.pf & ~resident)
-            bump("prefetch_hits", hit & ~x.write & pf_rd_s.data)
-            bump("prefetch_evicted_unused", do_evict & pf_rd_v.data)
+            bump("prefetch_hits", hit & ~x.write & pf_s)
+            bump("prefetch_evicted_unused", do_evict & pf_v)
 
         # -- the slot the position holds after the event, for younger events of the same entry
         slot_after = Signal(g.sb)
@@ -963,7 +1018,6 @@ class Tracker(wiring.Component):
         # ------------------------------------------------------------ r5: outputs
         dec_done = Signal()
         wr_done = Signal()
-        res_slot = Signal(g.sb)
         res_ema = Signal(S.SCORE_BITS)
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
@@ -996,7 +1050,7 @@ class Tracker(wiring.Component):
             with m.If(self.meta_wr.valid & self.meta_wr.ready):
                 m.d.sync += wr_done.eq(1)
         with m.If(adv6):
-            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[2]),
+            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[-1]),
                          out_noop.eq(pf_noop | x.lk)]
             err = x.kind == K_ERROR
             dl = g.decision_layout()

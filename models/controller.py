@@ -265,7 +265,10 @@ class ControllerModel:
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True, host_data=False, bisnoop=False):
+                 prefetch=True, host_data=False, bisnoop=False, tracker_select="ring"):
+        if tracker_select not in T.SELECTS:
+            raise ValueError(f"tracker_select must be one of {T.SELECTS}, got {tracker_select!r}")
+        self.tracker_select = tracker_select
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
@@ -348,7 +351,7 @@ class ControllerModel:
                 self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config())
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets,
-                                          max_budget=self.max_budget)
+                                          max_budget=self.max_budget, select=self.tracker_select)
             self.newest = [0] * self.n_queues
             if self.tier_cfg is not None:
                 self.tiermover = TM.TierMoverModel(self.tier_cfg, host_ops=self.host_data)

@@ -36,7 +36,7 @@ RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT1
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
 SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 5, "bitags": 16, "tracker": "onchip",
-                          "prefetch": 0}
+                          "tracker_select": "matrix", "prefetch": 0}
 
 
 def toolchain_env() -> dict:

@@ -12,14 +12,14 @@ CORE_MHZ = 10.0
 
 #: The controller on the board: the tracker on chip, 4 layers x 2 KV heads x 2^9 positions (the shipped
 #: traces in traces/ fit: positions up to 511), 16 slots per queue (budgets C <= 16 replay exactly; the
-#: driver refuses larger ones from HW_RING.slots_log2), no tier mover. The pipelined tracker's per-slot
-#: prev/next lists and bucket ring have several write ports, so they become flip-flops: the slots, not the
-#: positions, count (at 4 x 2 x 2^10 with a slot per position that was 205,719 FFs, the part has 83,640,
-#: and yosys ran out of memory). The metadata (8 queues x 512 x 64 bits) is block RAM. Figures: docs/fpga.md.
+#: driver refuses larger ones from HW_RING.slots_log2), the matrix victim selection (docs/tracker.md: a
+#: 16 x 16 precedence matrix and 16 keys per queue in distributed RAM; the ring's per-slot lists and bucket
+#: heads have several write ports and became flip-flops, 15,504 of them and 13 MHz on this board), no tier
+#: mover. The metadata (8 queues x 512 x 64 bits) is block RAM. Figures: docs/fpga.md.
 #: Llama-3-8B's 32 x 8 x 2^13 needs device DRAM behind the ``external`` ports, not wired yet.
 #: No prefetch engine either (CAPS.prefetch = 0; `--param prefetch=1` builds it in, not measured on the board).
 CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 9, "bitags": 16, "tracker": "onchip", "max_budget": 16,
-              "tiers": "none", "prefetch": 0}
+              "tracker_select": "matrix", "tiers": "none", "prefetch": 0}
 
 
 def _platform():

@@ -498,7 +498,7 @@ async def test_all_pinned_no_victim(dut):
     # a configuration the ring cannot hold (g = 0 with τd = 64 needs 711 buckets) raises cfg_error
     assert int(dut.cfg_error.value) == 0
     dut.bucket_bits.value = 0
-    for _ in range(2):
+    for _ in range(4):                   # the check is registered over three steps (static configuration)
         await RisingEdge(dut.clk)
     assert int(dut.cfg_error.value) == 1
 
@@ -557,8 +557,16 @@ async def test_prefetch_forwarding_rule(dut):
     assert int(dut.pf_wait_cycles.value) == 0
     await drive_records(dut, env, [pf(6), pf(6), ev(6, 11), pf(2), ev(2, 12, write=1)])  # next step: wait
     await env.drain()
-    env.check()
     assert int(dut.pf_wait_cycles.value) > 0
+    # the queue's step advances by another entry's event between the insert and the record,
+    # which itself starts no step: it waits too
+    waits = int(dut.pf_wait_cycles.value)
+    await drive_records(dut, env, [ev(9, 19), ev(8, 19)])
+    await env.drain()
+    await drive_records(dut, env, [pf(9), ev(8, 20), ev(9, 20), pf(8), ev(7, 21), pf(8)])
+    await env.drain()
+    env.check()
+    assert int(dut.pf_wait_cycles.value) > waits
     kinds = [(d["prefetch"], d["hit"], d["inserted"]) for d in env.decisions]
     assert (1, 0, 1) in kinds and (1, 0, 0) in kinds          # an insert and a resident no-op
 
