@@ -997,7 +997,7 @@ class Tracker(wiring.Component):
             m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic)),
                          pf_s.eq(pf_rd_s.data), pf_v.eq(pf_rd_v.data)]
         else:
-            m.d.comb += [pf_s.eq(mpf.bit_select(slot_src, 1)), pf_v.eq((first & mpf) != 0)]
+            m.d.comb += [pf_s.eq((mpf >> slot_src)[0]), pf_v.eq((first & mpf) != 0)]
         with m.If(commit):
             bump("read_hits", hit & ~x.write)
             bump("evictions", do_evict)
