@@ -5,7 +5,8 @@ Golden model and the exact rules: :mod:`cxlkv.models.phase`. Documentation: ``do
 One event per clock in (``ev_valid``, ``ev_write``; a tap on the access stream, never
 back-pressured). All state is registered; ``decode`` (the phase: 1 decode, 0 prefill) follows a mode change (or an
 override) one clock later. The ratio test ``reads > ratio * writes`` is one 8 x 25-bit
-multiply per closed window.
+multiply of the registered write count (plus ``ratio`` for a write event in the same cycle,
+so the multiply is not on the event's path).
 """
 from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import wiring
@@ -69,8 +70,12 @@ class PhaseDetector(wiring.Component):
         m.d.comb += close.eq(self.ev_valid & ((reads_n + writes_n) >= size))
 
         # ---- vote and hysteresis
+        # ratio * writes_n, with the multiply on the registered count (off the event path): the
+        # event adds one more `ratio` when it is a write
+        ratio_writes = Signal(M.COUNT_BITS + M.RATIO_BITS)
+        m.d.comb += ratio_writes.eq(ratio * writes + Mux(self.ev_valid & self.ev_write, ratio, 0))
         vote = Signal()
-        m.d.comb += vote.eq(reads_n > ratio * writes_n)
+        m.d.comb += vote.eq(reads_n > ratio_writes)
         mode = Signal()
         mode_n = Signal()
         streak = Signal(M.HYSTERESIS_BITS)
