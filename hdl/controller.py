@@ -32,9 +32,9 @@ from cxlkv.hdl.quant import LineDequantizer, LineQuantizer
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
-from cxlkv.hdl.tracker import MATRIX_MAX_SLOTS, META_BITS, Geometry, Tracker
+from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
 from cxlkv.models import bisnoop as MB
-from cxlkv.models.tracker import SELECTS
+from cxlkv.models.tracker import check_select
 from cxlkv.models import regmap
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as MS
@@ -178,11 +178,7 @@ class Controller(wiring.Component):
             tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)
             self.bisnoop = check_bisnoop(bisnoop, self.host_data, n_layers, n_kv_heads, entries_log2, tier_lines)
             check_tier_geometry(tier_lines, tier_line_bits, tier_depth)
-            if tracker_select not in SELECTS:
-                raise ValueError(f"tracker_select must be one of {SELECTS}, got {tracker_select!r}")
-            if tracker_select == "matrix" and self.max_budget > MATRIX_MAX_SLOTS:
-                raise ValueError(f"tracker_select='matrix' takes max_budget <= {MATRIX_MAX_SLOTS}, "
-                                 f"got {self.max_budget} slots per queue")
+            check_select(tracker_select, self.max_budget)
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
                 raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
         except ValueError:
@@ -237,10 +233,8 @@ class Controller(wiring.Component):
 
     def _new_tracker(self):
         g = self.geom
-        kw = {} if self.tracker_select == "ring" else {"select": self.tracker_select}
-        if self.max_budget == g.n_positions:
-            return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, **kw)
-        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget, **kw)
+        return Tracker(g.n_layers, g.n_kv_heads, g.n_positions, g.n_buckets, max_budget=self.max_budget,
+                       select=self.tracker_select)
 
     def _memory_ports(self):
         return TrackerMemory.NAMES

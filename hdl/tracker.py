@@ -55,8 +55,6 @@ META_BITS = 64
 #: cycle in the back end right behind the record it forwards from)
 COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
 INFLIGHT = 16            # events between accept and retire (covers read latencies up to ~8)
-#: largest slots per queue of the matrix selection (its matrix is max_budget^2 bits per queue)
-MATRIX_MAX_SLOTS = 64
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
 
@@ -186,7 +184,7 @@ class Tracker(wiring.Component):
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
     hides is about ``inflight - 8`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
-    queue, ``max_budget`` <= MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
+    queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
 
     def __init__(self, n_layers=2, n_kv_heads=2, n_positions=64, n_buckets=128, max_budget=None,
@@ -194,13 +192,8 @@ class Tracker(wiring.Component):
         self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets, max_budget)
         if inflight < 2 or inflight & (inflight - 1):
             raise ValueError(f"inflight must be a power of two >= 2, got {inflight}")
-        if select not in T.SELECTS:
-            raise ValueError(f"select must be one of {T.SELECTS}, got {select!r}")
-        if select == "matrix" and g.max_budget > MATRIX_MAX_SLOTS:
-            raise ValueError(f"select='matrix' keeps a {g.max_budget} x {g.max_budget} bit matrix per queue: "
-                             f"max_budget must be <= {MATRIX_MAX_SLOTS} (use select='ring')")
         self.inflight = inflight
-        self.select = select
+        self.select = T.check_select(select, g.max_budget)
         ports = {
             "event": In(stream.Signature(g.event_layout())),
             "decision": Out(stream.Signature(g.decision_layout())),

@@ -266,14 +266,12 @@ class ControllerModel:
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
                  prefetch=True, host_data=False, bisnoop=False, tracker_select="ring"):
-        if tracker_select not in T.SELECTS:
-            raise ValueError(f"tracker_select must be one of {T.SELECTS}, got {tracker_select!r}")
-        self.tracker_select = tracker_select
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2
         self.n_buckets = check_n_buckets(n_buckets)
         self.max_budget = max_slots(self.n_positions, max_budget)
+        self.tracker_select = T.check_select(tracker_select, self.max_budget)
         self.tracker_placement = tracker_placement(tracker, self.n_queues, self.n_positions)
         self.tiers = tier_placement(tiers, self.tracker_placement)
         self.host_data = check_host_data(host_data, self.tiers)

@@ -70,6 +70,19 @@ NONE = -1                # decision: no victim needed (hit, or a free entry)
 NO_VICTIM = -2           # decision: a miss with nothing evictable (bypass)
 #: the RTL's victim selection structures (docs/tracker.md): the same decisions, different counters
 SELECTS = ("ring", "matrix")
+#: largest slots per queue of the matrix selection (its matrix is max_budget^2 bits per queue)
+MATRIX_MAX_SLOTS = 64
+
+
+def check_select(select: str, max_budget: int) -> str:
+    """``select`` if it is a selection structure that takes ``max_budget`` slots per queue, else
+    ValueError (the one check of the tracker, its model, the controller and its model)."""
+    if select not in SELECTS:
+        raise ValueError(f"select must be one of {SELECTS}, got {select!r}")
+    if select == "matrix" and max_budget > MATRIX_MAX_SLOTS:
+        raise ValueError(f"select='matrix' keeps a {max_budget} x {max_budget} bit matrix per queue: "
+                         f"max_budget must be <= {MATRIX_MAX_SLOTS} (use select='ring')")
+    return select
 
 
 @dataclass(frozen=True)
@@ -195,11 +208,9 @@ class TrackerModel:
                  max_budget: int | None = None, select: str = "ring"):
         if n_buckets & (n_buckets - 1):
             raise ValueError("n_buckets must be a power of two")
-        if select not in SELECTS:
-            raise ValueError(f"select must be one of {SELECTS}, got {select!r}")
         self.cfg = cfg
-        self.select = select
         self.max_budget = min(max_budget or n_positions, MAX_BUDGET_LIMIT)
+        self.select = check_select(select, self.max_budget)
         self.nb = buckets_needed(cfg)
         self.cfg_error = self.nb > n_buckets or cfg.budget > self.max_budget
         if select == "matrix":

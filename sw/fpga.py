@@ -230,16 +230,13 @@ def main(argv=None):
                 k, sep, v = item.partition("=")
                 if not sep or k not in controller:
                     raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE with NAME one of {', '.join(controller)}")
-                if k == "tracker":                     # where the tracker's memories live: a word
-                    from cxlkv.models.controller import TRACKER_CHOICES
-                    if v not in TRACKER_CHOICES:
-                        raise CxlkvError(f"bad --param {item!r}: tracker is one of {', '.join(TRACKER_CHOICES)}")
-                    controller[k] = v
-                    continue
-                if k == "tracker_select":              # the tracker's selection structure: a word
-                    from cxlkv.models.tracker import SELECTS
-                    if v not in SELECTS:
-                        raise CxlkvError(f"bad --param {item!r}: tracker_select is one of {', '.join(SELECTS)}")
+                # parameters that are words: where the tracker's memories live, its selection structure
+                from cxlkv.models.controller import TRACKER_CHOICES
+                from cxlkv.models.tracker import SELECTS
+                words = {"tracker": TRACKER_CHOICES, "tracker_select": SELECTS}
+                if k in words:
+                    if v not in words[k]:
+                        raise CxlkvError(f"bad --param {item!r}: {k} is one of {', '.join(words[k])}")
                     controller[k] = v
                     continue
                 try:
