@@ -11,23 +11,26 @@ position} is answered on the decision stream too (``lookup`` = 1: resident and s
 changes). The engine is a pipeline that takes one event (or victim request, prefetch insert or
 lookup) per clock:
 
-* **accept** (A): the queue's step state (a per-queue RAM read and written in the same cycle,
-  so back-to-back events of one queue chain), the metadata read request, and a lookup of the
-  (queue, position) among the events in flight: a match takes its metadata from the youngest
-  older event instead of memory (forwarding; no read is issued). A prefetch insert in flight
-  forwards only to a record of the same step (whether it changed anything is known only in the
-  list stage, and at the same step both outcomes give the same start); a record of a later step
-  waits at accept until it has retired;
-* **B0..B4**: decay (age, multiply, exp2 ROM), the EMA update (forwarded EMA of the previous
-  event of the same entry, read from the in-flight buffer in the cycle after it was written),
-  log2 ROM, retention multiply, bucket key;
-* **B5, the list stage**: the whole list update of one event in one cycle: residency check
-  (the metadata's slot, owned by the position), unlink/pop/insert with every pointer write of
-  the event merged; the lowest non-empty bucket is kept in the list state (its successor found
-  in parallel with the event's pointer reads), not searched for in front of them; a bucket that falls below the ring's reach is spliced to the expired list
-  first, one extra cycle per non-empty bucket (rare: the ring keeps ``R - NB`` expired buckets
-  in place, docs/tracker.md "Lazy splicing");
-* **B6**: the decision (or victim answer) and the metadata write.
+* **input register** (F): the inputs in priority order into a two-entry register; the CAM
+  compare with the records in flight and the queue's step state are taken there, a cycle early;
+* **accept** (A): the queue's step state is written (back-to-back events of one queue chain),
+  the metadata read request, and the (queue, position) match among the events in flight: a
+  match takes its metadata from the youngest older event instead of memory (forwarding; no
+  read is issued). A prefetch insert in flight forwards only to a record of the same step
+  (whether it changed anything is known only in the list stage, and at the same step both
+  outcomes give the same start); a record of a later step waits at accept until it has retired;
+* **r0..r6**: age, decay exponent (multiply), exp2 ROM, the EMA update in two stages of one
+  multiply (forwarded EMA of an older event of the same entry from the in-flight buffer, or
+  from the stage ahead), log2 ROM, retention multiply, bucket key;
+* **r7, the list stage**: residency check (the metadata's slot, owned by the position) and the
+  victim in one cycle. With the ring: unlink/pop/insert with every pointer write of the event
+  merged; the lowest non-empty bucket is kept in the list state (its successor found in
+  parallel with the event's pointer reads); a bucket that falls below the ring's reach is
+  spliced to the expired list first, one extra cycle per non-empty bucket (rare: the ring keeps
+  ``R - NB`` expired buckets in place, docs/tracker.md "Lazy splicing"). With the matrix: the
+  victim is the row of the queue's precedence matrix that goes before every other slot, and
+  the touched slot's row and column are rewritten;
+* **out**: the decision (or victim answer) and the metadata write.
 
 Storage: per position, the 64-bit metadata word {ema 16, t_last 32, slot 16} behind a read
 channel and a write channel (device DRAM at the full geometry); per slot (``max_budget`` per
@@ -182,7 +185,7 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 8`` cycles), ``select`` (the victim selection structure: "ring",
+    hides is about ``inflight - 12`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
     queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
@@ -410,13 +413,11 @@ class Tracker(wiring.Component):
         m.d.comb += st_rd.addr.eq(nxt.q)
         st_nxt = data.View(g.step_layout(), Mux(st_wr.en & (st_wr.addr == nxt.q), st_wr.data, st_rd.data))
         with m.If(load_c):
-            m.d.sync += [cand.eq(nxt), cand_st.eq(st_nxt),
+            m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt),
                          cand_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
                          cand_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step)),
                          cand_eq.eq(Cat(*[Mux(f_alloc & (new_tag == i), nxt_addr == Cat(cand.position, cand.q),
                                               f_addr[i] == nxt_addr) for i in range(D)]))]
-        with m.If(load_c):
-            m.d.sync += cand_v.eq(1)
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
         with m.If(skid_v):
@@ -576,8 +577,9 @@ class Tracker(wiring.Component):
         rsp_avail = rsp_wp != rsp_rp
         # a record right behind its forwarding source at a later step waits one cycle (a bubble):
         # the source's new EMA is written as it leaves r3, the record reads it at r2 and decays
-        # it there. At the same step it takes the source's result directly (r2 -> r3, below). Lookups use only the slot (written in the list stage) and never wait.
-        # Traces hardly have such pairs (docs/tracker.md, "Timing"); counted in fwd_wait_cycles.
+        # it there. At the same step it takes the source's result directly (r2 -> r3, below).
+        # Lookups use only the slot (written in the list stage) and never wait. Traces hardly
+        # have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
         behind = Signal()
         m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & (head_rec.step != head_rec.t_fwd) & v[0]
                               & (r[0].tag == head_rec.fwd_tag))
@@ -626,8 +628,9 @@ class Tracker(wiring.Component):
         # sample at r3, whose result goes to the in-flight buffer as the record leaves r3
         x1, x2, x3 = r[1], r[2], r[3]
         slot_fwd = Signal(g.sb)                 # (matrix) the forwarded slot, read at r6
-        with m.If(adv):
-            m.d.sync += slot_fwd.eq(f_read(f_slot, r[LS - 1].fwd_tag))
+        if self.select == "matrix":
+            with m.If(adv):
+                m.d.sync += slot_fwd.eq(f_read(f_slot, r[LS - 1].fwd_tag))
         dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         ema_step = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
@@ -1008,7 +1011,7 @@ class Tracker(wiring.Component):
         # -- victim request answer
         locked = (self.decode_lock >> x.q)[0]
 
-        # ------------------------------------------------------------ r5: outputs
+        # ------------------------------------------------------------ out: outputs
         dec_done = Signal()
         wr_done = Signal()
         res_ema = Signal(S.SCORE_BITS)
