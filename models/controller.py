@@ -19,8 +19,10 @@ as the RTL wires them (docs/controller.md, "Configuration"):
 * the phase detector (:class:`cxlkv.models.phase.PhaseDetector`, cycle accurate) sees every
   event the port accepts (read or write) and PHASE_CFG, CONTROL.phase_override; its phase is
   STATUS.phase, each change counts in PHASE_CHANGES and sets IRQ_STATUS.phase_change. It is
-  not cleared by CONTROL.enable. Between events the RTL's detector sees idle clocks, which
-  only apply an override: the model ticks it once, idle, after every register write;
+  not cleared by CONTROL.enable. The model ticks it once per event followed by the idle clocks
+  that take the event to the phase (``PH.DRAIN``): the device's idle clocks between events only
+  apply an override, and an event's effect does not depend on them; once, idle, after every
+  register write;
 * the cold list: every eviction (a decision with a victim) is offered to the ring as the
   CHMU hot-list entry ``unit << 16 | count``, unit = (queue << entries_log2) | victim,
   count = the eviction's ordinal since reset mod 2^16 (so a gap shows drops); written at
@@ -406,10 +408,14 @@ class ControllerModel:
     def _phase_tick(self, valid: int, write: int):
         if self.phase is None:
             return
-        self.phase.tick(self._phase_config(), valid, write)
-        if self.phase.phase_change:
-            self.counts["PHASE_CHANGES"] += 1
-            self.regs.hw_set("IRQ_STATUS", "phase_change")
+        cfg = self._phase_config()
+        # an event, then the idle clocks that take it to the phase (models.phase.DRAIN): the phase
+        # after the event, as the quiescent device and the prefetch engine (>= 12 clocks on) see it
+        for v, w in [(valid, write)] + [(0, 0)] * (PH.DRAIN if valid else 0):
+            self.phase.tick(cfg, v, w)
+            if self.phase.phase_change:
+                self.counts["PHASE_CHANGES"] += 1
+                self.regs.hw_set("IRQ_STATUS", "phase_change")
 
     def _cold_push(self, queue: int, position: int):
         depth = COLDLIST.entries
