@@ -3,37 +3,67 @@
 Golden model and the exact rules: :mod:`cxlkv.models.hdm`. Documentation: ``docs/hdm.md``.
 
 Two input streams, accepted together (``ready`` is one signal, so one access and one hint
-per clock at most), and a three-stage pipeline that moves in lockstep:
+per clock at most), and a five-stage pipeline that moves in lockstep:
 
 * stage A (the accept clock): the offset into the window and the window check (a subtraction
   and a compare, in parallel); the hint's entry against the geometry;
 * stage B: the geometry check as three compares of the masked offset against the configured
-  limits shifted to their fields' places (precomputed from the configuration in two register
-  stages), the fields by narrow shifts (no multiplier), and the hint's step compared with the
-  current step and with the step of the hint ahead of it;
-* stage C applies the hint (step, hint queue) and *then* the access (hint-first in a clock,
-  the model's order): a read event takes the oldest pending hint of its entry, or the hint
-  arriving with it, or ``default_sample``; the hint queue is a shift register of
-  ``hint_depth`` entries, compacted in one clock (one match removal, one removal at the
-  bottom, one append);
-* two 2-deep output buffers offer the event (line 0 of an entry in the window) on ``event``
-  (the tracker's ``event`` layout) and every access on ``route`` (per-access metadata, decode
-  errors included); the pipeline moves while both have room (a registered condition), so
-  backpressure loses nothing and the outputs' ``ready`` reaches no pipeline enable.
+  limits shifted to their fields' places (precomputed from the configuration in register
+  stages), each registered on its own; the fields by narrow shifts (no multiplier); the hint's
+  step compared with the current step and with the steps of the two hints ahead of it;
+* stage C: the status from B's compares; the queue search: the access's entry compared with
+  every slot of the hint queue as the slot will be when the access is in D (a slot written at
+  this clock's edge compares with the hint in D that writes it) and with the hint of its own
+  clock; which of B's step compares holds, chosen by the advance flags of the hints ahead;
+* stage D applies the hint (step, push into the lowest free slot) and *then* the access
+  (hint-first in a clock, the model's order): a read event takes the oldest live matching
+  hint (ages in a triangular matrix), or the hint arriving with it, or ``default_sample``;
+  nothing in the queue moves (a push writes one slot, a read clears one live bit, a step
+  advance clears them all);
+* stage E: the taken slot's sample (the slot is not rewritten before E reads it: D pushes into
+  free slots only); two 2-deep output buffers, registered at their heads (:class:`OutBuf`),
+  offer the event (line 0 of an entry in the window) on ``event`` (the tracker's ``event``
+  layout) and every access on ``route`` (per-access metadata, decode errors included); the
+  pipeline moves while both have room (a registered condition), so backpressure loses nothing
+  and the outputs' ``ready`` reaches no pipeline enable.
 
-After a step advances, the previous step's pending hints are stale: they match nothing, and
-are removed one per clock from the bottom of the queue (counted in ``hint_orphans``), or at
-once when a new hint needs the room.
+After a step advances, the previous step's pending hints are orphans: they leave the queue at
+once and are counted in ``hint_orphans`` one per clock. The counters step one clock after D.
 """
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl.tracker import Geometry as TrackerGeometry
 from cxlkv.models import hdm as M
 
 COUNTER_BITS = 32
+
+
+class OutBuf(Elaboratable):
+    """A 2-deep first-word-fall-through buffer whose head is a register: ``r_data`` and
+    ``r_rdy`` come straight from flip-flops (no read multiplexer after the clock), and
+    ``w_rdy`` is a flip-flop too (room while the second place is empty). The ports are
+    :class:`amaranth.lib.fifo.SyncFIFO`'s (``w_en`` only while ``w_rdy``)."""
+
+    def __init__(self, width):
+        self.width = width
+        self.w_en, self.w_data, self.w_rdy = Signal(), Signal(width), Signal()
+        self.r_en, self.r_data, self.r_rdy = Signal(), Signal(width), Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        v0, v1 = Signal(), Signal()                   # the head (the output) and the second place
+        d1 = Signal(self.width)
+        pop = Signal()
+        m.d.comb += [self.r_rdy.eq(v0), self.w_rdy.eq(~v1), pop.eq(v0 & self.r_en)]
+        with m.If(pop & v1):                          # the second moves up (no write: w_rdy = 0)
+            m.d.sync += [self.r_data.eq(d1), v1.eq(0)]
+        with m.Elif(pop | ~v0):                       # the head is free: a write goes there
+            m.d.sync += [self.r_data.eq(self.w_data), v0.eq(self.w_en)]
+        with m.Elif(self.w_en):                       # the head is held: a write goes second
+            m.d.sync += [d1.eq(self.w_data), v1.eq(1)]
+        return m
 
 
 class Hdm(wiring.Component):
@@ -81,19 +111,27 @@ class Hdm(wiring.Component):
         # ---- configuration check (the model's HdmConfig.problems)
         def over(n, mx):
             return (n == 0) | (n > mx)
-        npos_m1 = Signal.like(self.n_positions)
-        nh_m1 = Signal.like(self.n_kv_heads)
-        cfg_err = Signal()
-        m.d.comb += [npos_m1.eq(self.n_positions - 1), nh_m1.eq(self.n_kv_heads - 1)]
-        m.d.comb += cfg_err.eq(
+        # in two register stages: the simple terms and n - 1 of the two strided counts, then the
+        # strides' checks (``n - 1 >> shift`` nonzero) on the registered values
+        cfg_err0 = Signal()
+        m.d.comb += cfg_err0.eq(
             (self.base[:M.LINE_SHIFT] != 0) | (self.size[:M.LINE_SHIFT] != 0)
             | (self.entry_shift < M.ENTRY_SHIFT_MIN) | (self.entry_shift > M.ENTRY_SHIFT_MAX)
             | over(self.n_layers, g.n_layers) | over(self.n_kv_heads, g.n_kv_heads)
-            | over(self.n_positions, g.n_positions)
-            | ((npos_m1 >> self.pos_shift) != 0) | ((nh_m1 >> self.head_shift) != 0))
+            | over(self.n_positions, g.n_positions))
+        e_err0 = Signal(reset_less=True)
+        e_npm1 = Signal.like(self.n_positions, reset_less=True)
+        e_nhm1 = Signal.like(self.n_kv_heads, reset_less=True)
+        e_ps = Signal.like(self.pos_shift, reset_less=True)
+        e_hs = Signal.like(self.head_shift, reset_less=True)
+        m.d.sync += [e_err0.eq(cfg_err0), e_npm1.eq(self.n_positions - 1), e_nhm1.eq(self.n_kv_heads - 1),
+                     e_ps.eq(self.pos_shift), e_hs.eq(self.head_shift)]
+        cfg_err = Signal()
+        m.d.comb += cfg_err.eq(e_err0 | ((e_npm1 >> e_ps) != 0) | ((e_nhm1 >> e_hs) != 0))
 
-        # ---- the configuration as the decode uses it, in two register stages (static while
-        # traffic flows; not reset, so it is settled when reset ends; a change takes 2 clocks)
+        # ---- the configuration as the decode uses it, in register stages (static while
+        # traffic flows; not reset, so it is settled when reset ends; a change takes 3 clocks:
+        # ``cfg_error`` and the limits are made in two stages each, after a first one)
         def kreg(shape, name):
             return Signal(shape, name=name, reset_less=True)
         k_err = kreg(1, "k_err")
@@ -115,25 +153,39 @@ class Hdm(wiring.Component):
             k_hmask.eq(~(Const((1 << g.hb) - 1, g.hb) << self.head_shift)[:g.hb]),
         ]
         # second stage: field masks in place and the limits shifted to the fields' positions,
-        # saturated at 2**aw (a field that starts beyond the address never exceeds its limit)
+        # with an overflow flag each; third stage: the limits saturated at 2**aw (a field that
+        # starts beyond the address never exceeds its limit)
         k_pm, k_hm = kreg(aw, "k_pm"), kreg(aw, "k_hm")
+        # the head and layer fields' masks, 0 for a field that starts at or beyond the address's
+        # top (the one-hot places below have no bit there either; the masks keep it explicit)
+        k_hmask2, k_lmask = kreg(g.hb, "k_hmask2"), kreg(g.lb, "k_lmask")
+        m.d.sync += [k_hmask2.eq(Mux(k_t1 >= aw, 0, k_hmask)), k_lmask.eq(Mux(k_t2 >= aw, 0, (1 << g.lb) - 1))]
+        # the fields' places one-hot, so that stage B selects each field bit by an AND-OR of
+        # the offset's bits (3 LUT levels) rather than a 6-level barrel shifter
+        k_oh_es, k_oh_t1, k_oh_t2 = kreg(1 << len(k_es), "k_oh_es"), kreg(aw, "k_oh_t1"), kreg(aw, "k_oh_t2")
+        m.d.sync += [k_oh_es.eq(Cat(*[k_es == k for k in range(1 << len(k_es))])),
+                     k_oh_t1.eq(Cat(*[k_t1 == k for k in range(aw)])),
+                     k_oh_t2.eq(Cat(*[k_t2 == k for k in range(aw)]))]
         k_pl, k_hl, k_ll = kreg(aw + 1, "k_pl"), kreg(aw + 1, "k_hl"), kreg(aw + 1, "k_ll")
 
-        def sat_shift(n, sh):
+        def sat_shift(n, sh, name):
             wide = Signal(len(n) + 63)
+            w, o = kreg(aw, f"{name}_w"), kreg(1, f"{name}_o")
             m.d.comb += wide.eq(n << sh[:6])
-            return Mux((sh >= aw) | (wide[aw:] != 0), 1 << aw, wide[:aw])
+            m.d.sync += [w.eq(wide[:aw]), o.eq((sh >= aw) | (wide[aw:] != 0))]
+            return Mux(o, 1 << aw, w)
         m.d.sync += [
             k_pm.eq(Cat(*[((k >= k_es) if k < (1 << len(k_es)) - 1 else 1) & (k < k_t1) for k in range(aw)])),
             k_hm.eq(Cat(*[(k >= k_t1) & (k < k_t2) for k in range(aw)])),
-            k_pl.eq(sat_shift(k_np, k_es)), k_hl.eq(sat_shift(k_nh, k_t1)), k_ll.eq(sat_shift(k_nl, k_t2)),
+            k_pl.eq(sat_shift(k_np, k_es, "k_pl")), k_hl.eq(sat_shift(k_nh, k_t1, "k_hl")),
+            k_ll.eq(sat_shift(k_nl, k_t2, "k_ll")),
         ]
         m.d.comb += self.cfg_error.eq(k_err)
 
         # ---- pipeline control: the stages move while both output buffers (2 deep) have room, a
         # registered condition, so the outputs' ready never reaches the pipeline's enables
-        m.submodules.ev_out = ev_fifo = SyncFIFO(width=self.event_layout.size, depth=2)
-        m.submodules.rt_out = rt_fifo = SyncFIFO(width=self.route_layout.size, depth=2)
+        m.submodules.ev_out = ev_fifo = OutBuf(self.event_layout.size)
+        m.submodules.rt_out = rt_fifo = OutBuf(self.route_layout.size)
         adv = Signal()
         m.d.comb += [
             adv.eq(ev_fifo.w_rdy & rt_fifo.w_rdy),
@@ -167,145 +219,199 @@ class Hdm(wiring.Component):
                 ra_hint.eq(hin), ra_hbad.eq(hbad0),
             ]
 
-        # ---- stage B: geometry check (masked compares against the shifted limits) and the
-        # fields (narrow shifts by the configured amounts)
+        # ---- stage B: geometry check (masked compares against the shifted limits, each
+        # registered on its own) and the fields (AND-OR by their places one-hot); the
+        # status and the fields' zeroing outside OK are made later, off this stage's carry chains
         off = ra.off
-        beyond = Signal()
-        m.d.comb += beyond.eq(((off & k_pm) >= k_pl) | ((off & k_hm) >= k_hl) | (off >= k_ll))
-        ok0 = Signal()
-        m.d.comb += ok0.eq(ra.inwin & ~beyond)
-        status0 = Signal(2)
-        m.d.comb += status0.eq(Mux(~ra.inwin, M.OUTSIDE, Mux(beyond, M.BEYOND, M.OK)))
+        def field(oh, width):                 # off >> place, the place given one-hot
+            return Cat(*[Cat(*[oh[k] & off[k + b] for k in range(len(oh)) if k + b < aw]).any()
+                         for b in range(width)])
         pos_f, head_f, layer_f = Signal(g.pb), Signal(g.hb), Signal(g.lb)
         m.d.comb += [
-            pos_f.eq((off >> k_es)[:g.pb] & k_pmask),
-            head_f.eq((off >> k_t1)[:g.hb] & k_hmask),
-            layer_f.eq((off >> k_t2)[:g.lb]),
+            pos_f.eq(field(k_oh_es, g.pb) & k_pmask),
+            head_f.eq(field(k_oh_t1, g.hb) & k_hmask2),
+            layer_f.eq(field(k_oh_t2, g.lb) & k_lmask),
         ]
 
-        # ---- stage-1 (C) registers (move with the pipeline)
+        # ---- stage-1 (C) registers (move with the pipeline); fields as decoded, whatever the status
         s1_a, s1_h = Signal(), Signal()
         s1 = Signal(data.StructLayout({
-            "addr": aw, "tag": g.tag_width, "write": 1, "status": 2,
+            "addr": aw, "tag": g.tag_width, "write": 1,
             "layer": g.lb, "head": g.hb, "position": g.pb, "line": M.LINE_BITS}))
+        s1_inwin, s1_bp, s1_bh, s1_bl = Signal(), Signal(), Signal(), Signal()
         s1h = Signal(self.hint_layout)
         s1_hbad = Signal()
         with m.If(adv):
             m.d.sync += [
                 s1_a.eq(ra_a), s1_h.eq(ra_h),
-                s1.addr.eq(ra.addr), s1.tag.eq(ra.tag), s1.write.eq(ra.write), s1.status.eq(status0),
-                s1.layer.eq(Mux(ok0, layer_f, 0)), s1.head.eq(Mux(ok0, head_f, 0)),
-                s1.position.eq(Mux(ok0, pos_f, 0)),
-                s1.line.eq(Mux(ok0, off[M.LINE_SHIFT:M.LINE_SHIFT + M.LINE_BITS] & k_line_mask, 0)),
+                s1.addr.eq(ra.addr), s1.tag.eq(ra.tag), s1.write.eq(ra.write),
+                s1_inwin.eq(ra.inwin), s1_bp.eq((off & k_pm) >= k_pl), s1_bh.eq((off & k_hm) >= k_hl),
+                s1_bl.eq(off >= k_ll),
+                s1.layer.eq(layer_f), s1.head.eq(head_f), s1.position.eq(pos_f),
+                s1.line.eq(off[M.LINE_SHIFT:M.LINE_SHIFT + M.LINE_BITS] & k_line_mask),
                 s1h.eq(ra_hint), s1_hbad.eq(ra_hbad),
             ]
+        status1 = Signal(2)
+        m.d.comb += status1.eq(Mux(~s1_inwin, M.OUTSIDE, Mux(s1_bp | s1_bh | s1_bl, M.BEYOND, M.OK)))
 
-        # ---- stage C: the hint queue and the step
+        # ---- the hint queue: ``hint_depth`` slots in no particular order, a live bit each, and
+        # their ages as a triangular matrix (``older[i, j]``: slot i was written before slot j),
+        # so a push writes one free slot and a read clears one live bit: nothing moves
         ent_layout = data.StructLayout({"layer": g.lb, "head": g.hb, "position": g.pb, "sample": M.SAMPLE_BITS})
         ents = [Signal(ent_layout, name=f"hq{j}") for j in range(N)]
-        count = Signal(cb)
-        nstale = Signal(cb)
+        live = Signal(N)
+        older = {(i, j): Signal(name=f"hq_older{i}_{j}") for i in range(N) for j in range(i + 1, N)}
+
+        def is_older(j, i):                   # slot j was written before slot i
+            return older[j, i] if j < i else ~older[i, j]
+        count = Signal(cb)                    # live hints (the ones set in ``live``)
+        orph = Signal(cb + 1)                 # stale hints not yet counted in hint_orphans
         cur_step = Signal(M.STEP_BITS)
-        m.d.comb += [self.step.eq(cur_step), self.hints_pending.eq(count - nstale)]
+        m.d.comb += [self.step.eq(cur_step), self.hints_pending.eq(count)]
 
-        h_go = Signal()      # a well-formed hint is applied this clock
-        a_go = Signal()      # an access is applied this clock
-        m.d.comb += [h_go.eq(adv & s1_h & ~s1_hbad), a_go.eq(adv & s1_a)]
-        # the step compares were made in stage B, against the current step and against the step
-        # of the hint then in this stage; ``sel`` says which of the two is the current step now
-        cmp_cur_gt, cmp_cur_lt, cmp_prev_gt, cmp_prev_lt, sel = (Signal(name=n) for n in (
-            "cmp_cur_gt", "cmp_cur_lt", "cmp_prev_gt", "cmp_prev_lt", "cmp_sel"))
-        step_up, step_back = Signal(), Signal()
-        m.d.comb += [step_up.eq(h_go & Mux(sel, cmp_prev_gt, cmp_cur_gt)),
-                     step_back.eq(h_go & Mux(sel, cmp_prev_lt, cmp_cur_lt))]
-        with m.If(adv):
-            m.d.sync += [cmp_cur_gt.eq(ra_hint.step > cur_step), cmp_cur_lt.eq(ra_hint.step < cur_step),
-                         cmp_prev_gt.eq(ra_hint.step > s1h.step), cmp_prev_lt.eq(ra_hint.step < s1h.step),
-                         sel.eq(step_up)]
-        step_eff = Signal(M.STEP_BITS)
-        nstale_eff = Signal(cb)
-        m.d.comb += [step_eff.eq(Mux(step_up, s1h.step, cur_step)),
-                     nstale_eff.eq(Mux(step_up, count, nstale))]
-        rb = Signal()                         # remove the bottom (a stale hint: an orphan)
-        m.d.comb += rb.eq(nstale_eff != 0)
+        def same(x, y):
+            return (x.layer == y.layer) & (x.head == y.head) & (x.position == y.position)
+
+        # ---- stage D registers: the hint and the access applied this clock (hint first)
+        d_a, d_h = Signal(), Signal()
+        d = Signal(data.StructLayout({"status": 2, **{k: v.shape for k, v in s1.shape()}}))
+        dh = Signal(self.hint_layout)
+        d_hbad = Signal()
+        d_m = Signal(N)        # the access's entry equals slot j's (as the slot is in this clock)
+        d_same = Signal()      # the access's entry equals the hint's of its own clock
+        d_up = Signal()        # the hint is applied and advances the step
+        d_back = Signal()      # the hint is applied and is behind the step
+
+        # stage D, the part stage C's corrections need: the slot the hint is written into
         push_req, room, push_ok = Signal(), Signal(), Signal()
-        m.d.comb += [push_req.eq(h_go & s1h.has_sample),
-                     room.eq((count - rb) < N),
+        m.d.comb += [push_req.eq(d_h & ~d_hbad & dh.has_sample),
+                     room.eq(d_up | (count != N)),
                      push_ok.eq(push_req & room)]
+        free = Signal(N)                      # the lowest free slot (slot 0 when the step advances)
+        for j in range(N):
+            m.d.comb += free[j].eq(Mux(d_up, j == 0, ~live[j] & (live[:j].all() if j else 1)))
+        wr = Signal(N)                        # the slot written at this clock's edge
+        m.d.comb += wr.eq(Mux(push_ok, free, 0))
 
+        # the hint's step compares, made in stage B against the three steps that can be the
+        # current one when it reaches stage D: the current step, and the steps of the hints then in
+        # C and in D (which of them it is is chosen in C, by the two hints' advance flags)
+        c_gt, c_lt = Signal(3), Signal(3)
+        p_up = Signal()        # the hint that last left D advanced the step (d_up, one clock later)
+        with m.If(adv):
+            for k, ref in enumerate((cur_step, s1h.step, dh.step)):
+                m.d.sync += [c_gt[k].eq(ra_hint.step > ref), c_lt[k].eq(ra_hint.step < ref)]
+
+        # ---- stage C: the queue search against the slots as they will be when the access is
+        # in stage D (a slot written at this edge compares with the hint that writes it), the
+        # access against the hint of its own clock, and the step compares (against the current
+        # step, or against the step of the hint in D when that one advances it)
+        m_next = Signal(N)
+        for j in range(N):
+            m.d.comb += m_next[j].eq(Mux(wr[j], same(dh, s1), same(ents[j], s1)))
+        h_ok1 = Signal()
+        m.d.comb += h_ok1.eq(s1_h & ~s1_hbad)
+        with m.If(adv):
+            m.d.sync += [
+                d_a.eq(s1_a), d_h.eq(s1_h), d.eq(Cat(status1, s1)), dh.eq(s1h), d_hbad.eq(s1_hbad),
+                d_m.eq(m_next), d_same.eq(same(s1h, s1)),
+                d_up.eq(h_ok1 & Mux(d_up, c_gt[1], Mux(p_up, c_gt[2], c_gt[0]))),
+                d_back.eq(h_ok1 & Mux(d_up, c_lt[1], Mux(p_up, c_lt[2], c_lt[0]))),
+                p_up.eq(d_up),
+            ]
+
+        # ---- stage D: the hint (step, push), then the access (the oldest live match)
         is_ev, rd = Signal(), Signal()
-        m.d.comb += [is_ev.eq(a_go & (s1.status == M.OK) & (s1.line == 0)),
-                     rd.eq(is_ev & ~s1.write)]
-        match = Signal(N)
-        for j in range(N):
-            e = ents[j]
-            m.d.comb += match[j].eq((j >= nstale_eff) & (j < count) & (e.layer == s1.layer)
-                                    & (e.head == s1.head) & (e.position == s1.position))
+        m.d.comb += [is_ev.eq(d_a & (d.status == M.OK) & (d.line == 0)),
+                     rd.eq(is_ev & ~d.write)]
+        mm = Signal(N)                        # live matches (none survive a step advance)
+        m.d.comb += mm.eq(d_m & live & ~d_up.replicate(N))
         any_m = Signal()
-        mi = Signal(range(N))
-        m.d.comb += any_m.eq(match.any())
-        for j in reversed(range(N)):          # the lowest index (the oldest) wins
-            with m.If(match[j]):
-                m.d.comb += mi.eq(j)
-        m_sample = Signal(M.SAMPLE_BITS)
-        with m.Switch(mi):
-            for j in range(N):
-                with m.Case(j):
-                    m.d.comb += m_sample.eq(ents[j].sample)
-        fwd = Signal()                        # the hint of this clock is this read's
-        m.d.comb += fwd.eq(rd & ~any_m & push_ok & (s1h.layer == s1.layer) & (s1h.head == s1.head)
-                           & (s1h.position == s1.position))
-        rm = Signal()
-        m.d.comb += rm.eq(rd & any_m)
-        hinted = Signal()
-        m.d.comb += hinted.eq(rm | fwd)
-        sample = Signal(M.SAMPLE_BITS)
-        m.d.comb += sample.eq(Mux(rd, Mux(any_m, m_sample, Mux(fwd, s1h.sample, self.default_sample)), 0))
-        store = Signal()
-        m.d.comb += store.eq(push_ok & ~fwd)
-
-        # compaction: drop the bottom (rb) and the match (rm), append the new hint (store)
-        kept = Signal(cb)
-        m.d.comb += kept.eq(count - rb - rm)
+        m.d.comb += any_m.eq(mm.any())
+        take = Signal(N)                      # the oldest live match, when the access is a read
+        for i in range(N):
+            younger = [mm[j] & is_older(j, i) for j in range(N) if j != i]
+            m.d.comb += take[i].eq(rd & mm[i] & ~(Cat(*younger).any() if younger else 0))
+        rm, fwd, hinted, store = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [rm.eq(rd & any_m),
+                     fwd.eq(rd & ~any_m & push_ok & d_same),      # the hint of this clock is this read's
+                     hinted.eq(rm | fwd),
+                     store.eq(push_ok & ~fwd)]
+        step_eff = Signal(M.STEP_BITS)
+        m.d.comb += step_eff.eq(Mux(d_up, dh.step, cur_step))
         new_ent = Signal(ent_layout)
-        m.d.comb += [new_ent.layer.eq(s1h.layer), new_ent.head.eq(s1h.head),
-                     new_ent.position.eq(s1h.position), new_ent.sample.eq(s1h.sample)]
-        for j in range(N):
-            src = [ents[k] if k < N else ents[N - 1] for k in (j, j + 1, j + 2)]
-            shift = Signal(2, name=f"hq_shift{j}")
-            m.d.comb += shift.eq(rb + (rm & ((j + rb) >= mi)))
-            with m.If(store & (kept == j)):
-                m.d.sync += ents[j].eq(new_ent)
-            with m.Else():
-                m.d.sync += ents[j].eq(Mux(shift == 0, src[0], Mux(shift == 1, src[1], src[2])))
-        m.d.sync += [count.eq(kept + store), nstale.eq(nstale_eff - rb), cur_step.eq(step_eff)]
+        m.d.comb += [new_ent.layer.eq(dh.layer), new_ent.head.eq(dh.head),
+                     new_ent.position.eq(dh.position), new_ent.sample.eq(dh.sample)]
+        with m.If(adv):
+            m.d.sync += [
+                live.eq((live & ~d_up.replicate(N) & ~take) | Mux(store, free, 0)),
+                count.eq(Mux(d_up, 0, count) + store - rm),
+                cur_step.eq(step_eff),
+            ]
+            for j in range(N):
+                with m.If(wr[j]):
+                    m.d.sync += ents[j].eq(new_ent)
+            for (i, j), o in older.items():
+                with m.If(wr[j]):
+                    m.d.sync += o.eq(1)
+                with m.Elif(wr[i]):
+                    m.d.sync += o.eq(0)
+        # orphans: the live hints of a step advance, counted one per clock from the next clock
+        rb = Signal()
+        m.d.comb += rb.eq(orph != 0)
+        with m.If(adv):
+            m.d.sync += orph.eq(orph - rb + Mux(d_up, count, 0))
+        with m.Else():
+            m.d.sync += orph.eq(orph - rb)
 
-        # ---- into the output buffers
+        # ---- stage E: the records, and the sample of the slot taken in D (the slot is not
+        # rewritten before this clock's edge: a push in D writes a slot that was free)
         ok1 = Signal()
-        m.d.comb += ok1.eq(s1.status == M.OK)
+        m.d.comb += ok1.eq(d.status == M.OK)
         ev, rt = Signal(self.event_layout), Signal(self.route_layout)
         m.d.comb += [
-            ev.layer.eq(s1.layer), ev.head.eq(s1.head), ev.position.eq(s1.position),
-            ev.write.eq(s1.write), ev.sample.eq(sample), ev.step.eq(step_eff),
-            rt.addr.eq(s1.addr), rt.tag.eq(s1.tag), rt.write.eq(s1.write), rt.status.eq(s1.status),
-            rt.event.eq(is_ev), rt.hinted.eq(hinted), rt.layer.eq(s1.layer), rt.head.eq(s1.head),
-            rt.queue.eq(Mux(ok1, s1.layer * g.n_kv_heads + s1.head, 0)),
-            rt.position.eq(s1.position), rt.line.eq(s1.line),
-            ev_fifo.w_en.eq(is_ev), ev_fifo.w_data.eq(ev),
-            rt_fifo.w_en.eq(a_go), rt_fifo.w_data.eq(rt),
+            ev.layer.eq(d.layer), ev.head.eq(d.head), ev.position.eq(d.position),
+            ev.write.eq(d.write), ev.step.eq(step_eff),
+            rt.addr.eq(d.addr), rt.tag.eq(d.tag), rt.write.eq(d.write), rt.status.eq(d.status),
+            rt.event.eq(is_ev), rt.hinted.eq(hinted),
+            rt.layer.eq(Mux(ok1, d.layer, 0)), rt.head.eq(Mux(ok1, d.head, 0)),
+            rt.queue.eq(Mux(ok1, d.layer * g.n_kv_heads + d.head, 0)),
+            rt.position.eq(Mux(ok1, d.position, 0)), rt.line.eq(Mux(ok1, d.line, 0)),
+        ]
+        e_a, e_ev = Signal(), Signal()
+        e_evr, e_rt = Signal(self.event_layout), Signal(self.route_layout)
+        e_take, e_any, e_alt = Signal(N), Signal(), Signal(M.SAMPLE_BITS)
+        with m.If(adv):
+            m.d.sync += [
+                e_a.eq(d_a), e_ev.eq(is_ev), e_evr.eq(ev), e_rt.eq(rt), e_take.eq(take), e_any.eq(rm),
+                # without an older match: the hint of its own clock, else the default
+                e_alt.eq(Mux(rd, Mux(push_ok & d_same, dh.sample, self.default_sample), 0)),
+            ]
+        taken = [Mux(e_take[j], ents[j].sample, 0) for j in range(N)]
+        e_sample = Signal(M.SAMPLE_BITS)
+        m.d.comb += e_sample.eq(Mux(e_any, Cat(*[Cat(*[t[b] for t in taken]).any()
+                                                 for b in range(M.SAMPLE_BITS)]), e_alt))
+        ev_w = Signal(self.event_layout)
+        m.d.comb += [
+            ev_w.eq(e_evr), ev_w.sample.eq(e_sample),
+            ev_fifo.w_en.eq(adv & e_ev), ev_fifo.w_data.eq(ev_w),
+            rt_fifo.w_en.eq(adv & e_a), rt_fifo.w_data.eq(e_rt),
         ]
 
-        # ---- counters (each steps by at most one per clock)
+        # ---- counters (each steps by at most one per clock), one clock after stage D
         incs = {
-            "accesses": a_go, "events": is_ev,
-            "decode_errors": a_go & (s1.status != M.OK), "beyond_geometry": a_go & (s1.status == M.BEYOND),
-            "hints": adv & s1_h, "bad_hints": adv & s1_h & s1_hbad,
+            "accesses": d_a, "events": is_ev,
+            "decode_errors": d_a & (d.status != M.OK), "beyond_geometry": d_a & (d.status == M.BEYOND),
+            "hints": d_h, "bad_hints": d_h & d_hbad,
             "hints_used": rd & hinted, "default_samples": rd & ~hinted,
-            "hint_drops": push_req & ~room, "hint_orphans": rb, "step_errors": step_back,
+            "hint_drops": push_req & ~room, "hint_orphans": 0, "step_errors": d_back,
         }
-        for name in M.COUNTER_NAMES:
+        inc_r = Signal(len(M.COUNTER_NAMES))
+        m.d.sync += inc_r.eq(Cat(*[(rb if name == "hint_orphans" else adv & incs[name])
+                                   for name in M.COUNTER_NAMES]))
+        for k, name in enumerate(M.COUNTER_NAMES):
             cnt = getattr(self, name)
-            with m.If(incs[name]):
+            with m.If(inc_r[k]):
                 m.d.sync += cnt.eq(cnt + 1)
         return m
 
