@@ -373,10 +373,13 @@ class Controller(wiring.Component):
         ]
 
         # events only while enabled, cleared and configured (configuration is static while
-        # events flow: the host changes it between batches)
+        # events flow: the host changes it between batches). The cleared-and-configured part is
+        # registered, off the event path: it closes the cycle after a configuration write
+        # (enable and the flow-control holds act at once)
         open_ = Signal()
-        m.d.comb += open_.eq(regs.control_enable & ~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~ring_stale &
-                             ~self._write_queue_full & ~self._prefetch_hold)
+        cfg_open = Signal()
+        m.d.sync += cfg_open.eq(~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~ring_stale)
+        m.d.comb += open_.eq(regs.control_enable & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
         hdm = self._new_hdm()

@@ -12,24 +12,30 @@ changes). The engine is a pipeline that takes one event (or victim request, pref
 lookup) per clock:
 
 * **input register** (F): the inputs in priority order into a two-entry register; the CAM
-  compare with the records in flight and the queue's step state are taken there, a cycle early;
-* **accept** (A): the queue's step state is written (back-to-back events of one queue chain),
-  the metadata read request, and the (queue, position) match among the events in flight: a
-  match takes its metadata from the youngest older event instead of memory (forwarding; no
-  read is issued). A prefetch insert in flight forwards only to a record of the same step
-  (whether it changed anything is known only in the list stage, and at the same step both
-  outcomes give the same start); a record of a later step waits at accept until it has retired;
-* **r0..r6**: age, decay exponent (multiply), exp2 ROM, the EMA update in two stages of one
-  multiply (forwarded EMA of an older event of the same entry from the in-flight buffer, or
-  from the stage ahead), log2 ROM, retention multiply, bucket key;
-* **r7, the list stage**: residency check (the metadata's slot, owned by the position) and the
-  victim in one cycle. With the ring: unlink/pop/insert with every pointer write of the event
-  merged; the lowest non-empty bucket is kept in the list state (its successor found in
-  parallel with the event's pointer reads); a bucket that falls below the ring's reach is
-  spliced to the expired list first, one extra cycle per non-empty bucket (rare: the ring keeps
-  ``R - NB`` expired buckets in place, docs/tracker.md "Lazy splicing"). With the matrix: the
-  victim is the row of the queue's precedence matrix that goes before every other slot, and
-  the touched slot's row and column are rewritten;
+  compare with the records in flight is taken there, a cycle early, and an event's step state
+  (per queue) is read and written as it enters (items enter in accept order, so the next one
+  reads it a cycle later with no forwarding);
+* **accept** (A): the metadata read request, and the (queue, position) match among the events in
+  flight: a match takes its metadata from the youngest older event instead of memory
+  (forwarding; no read is issued). A prefetch insert in flight forwards only to a record of the
+  same step (whether it changed anything is known only in the list stage, and at the same step
+  both outcomes give the same start); a record of a later step waits at accept until it has
+  retired;
+* **r0..r15**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
+  sum, the shift; the exp2 ROM (block RAM) and its shift; the decay multiply; the rounding and
+  sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2 (leading one,
+  ROM); the retention multiply; step + F; the key. A record that forwards from an older record of
+  its entry reads that record's new EMA from the in-flight buffer into r6, which the source
+  writes as it enters r10, so it waits before r0 while its source is in r0..r3
+  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r15 also reads the queue's words into registers (the list
+  stage's own write bypassed) and checks residency, with the list stage's change of the slot;
+* **r16, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
+  pointer write of the event merged; the lowest non-empty bucket is kept in the list state (its
+  successor found in parallel with the event's pointer reads); a bucket that falls below the
+  ring's reach is spliced to the expired list first, one extra cycle per non-empty bucket (rare:
+  the ring keeps ``R - NB`` expired buckets in place, docs/tracker.md "Lazy splicing"). With the
+  matrix: the victim is the row of the queue's precedence matrix that goes before every other
+  slot, and the touched slot's row and column are rewritten;
 * **out**: the decision (or victim answer) and the metadata write.
 
 Storage: per position, the 64-bit metadata word {ema 16, t_last 32, slot 16} behind a read
@@ -57,7 +63,7 @@ META_BITS = 64
 #: accept behind a prefetch insert of its entry in flight), fwd_wait_cycles (a record waiting a
 #: cycle in the back end right behind the record it forwards from)
 COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
-INFLIGHT = 16            # events between accept and retire (covers read latencies up to ~8)
+INFLIGHT = 32            # events between accept and retire (covers read latencies up to ~10)
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
 
@@ -185,7 +191,7 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 12`` cycles), ``select`` (the victim selection structure: "ring",
+    hides is about ``inflight - 21`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
     queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
@@ -239,7 +245,7 @@ class Tracker(wiring.Component):
         return data.StructLayout({
             "kind": 2, "q": g.qb, "layer": g.lb, "head": g.hb, "position": g.pb, "write": 1,
             "smp": S.SCORE_BITS, "step": S.STEP_BITS, "dense": 1,
-            "fwd": 1, "fwd_tag": tb, "t_fwd": S.STEP_BITS, "tag": tb, "pf": 1, "lk": 1,
+            "fwd": 1, "fwd_tag": tb, "fwd_pf": 1, "t_fwd": S.STEP_BITS, "tag": tb, "pf": 1, "lk": 1,
         })
 
     def elaborate(self, platform):
@@ -312,7 +318,7 @@ class Tracker(wiring.Component):
             pf_wr = s_pf.write_port()
         m.submodules.exp_rom = exp_rom = Memory(shape=S.SCORE_BITS + 1, depth=1 << S.EXP_INDEX_BITS,
                                                 init=S.EXP2_NEG_Q16)
-        e_rd = exp_rom.read_port(domain="comb")
+        e_rd = exp_rom.read_port(domain="sync")
         m.submodules.log2_rom = log2_rom = Memory(shape=8, depth=256, init=P.LOG2_FRAC_Q8)
         l_rd = log2_rom.read_port(domain="comb")
 
@@ -323,6 +329,9 @@ class Tracker(wiring.Component):
         f_step = [Signal(S.STEP_BITS, name=f"f_step{i}") for i in range(D)]
         f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
         f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
+        # the EMA a record decays and its decay factor (for the records behind a prefetch insert)
+        f_src = [Signal(S.SCORE_BITS, name=f"f_src{i}") for i in range(D)]
+        f_e = [Signal(S.SCORE_BITS + 1, name=f"f_e{i}") for i in range(D)]
         f_pf = Signal(D)                           # the entry is a prefetch insert (forwards only to its own step)
         f_adv = Signal(D)                          # its queue's step has advanced since it was accepted
 
@@ -409,13 +418,28 @@ class Tracker(wiring.Component):
         load_c = Signal()
         m.d.comb += load_c.eq((skid_v | in_fire) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
-        # the step state of nxt's queue as A leaves it this cycle (A may write that queue now)
+        # The step stage (per queue): an event's step state is written as it enters cand. Items
+        # enter cand in order and each is taken, so that is the order of accept, and the next
+        # item reads the state in the next cycle with no forwarding (and no loop through accept's
+        # decision). A prefetch insert or lookup takes the queue's current step and mode and
+        # changes neither.
         m.d.comb += st_rd.addr.eq(nxt.q)
-        st_nxt = data.View(g.step_layout(), Mux(st_wr.en & (st_wr.addr == nxt.q), st_wr.data, st_rd.data))
+        st_nxt = data.View(g.step_layout(), st_rd.data)
+        nxt_back, nxt_new = Signal(), Signal()
+        m.d.comb += [nxt_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
+                     nxt_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step))]
+        sat = (1 << g.step_reads) - 1
+        n_reads0 = Mux(nxt_new | ~st_nxt.started, 0, st_nxt.step_reads)
+        with m.If(load_c & (nxt.src == SRC_E) & ~nxt.bad):
+            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(nxt.q),
+                         st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1),
+                                            cur_step=Mux(nxt_back, st_nxt.cur_step, nxt.step),
+                                            step_reads=Mux(nxt.write | (n_reads0 == sat), n_reads0, n_reads0 + 1),
+                                            dense=Mux(~st_nxt.started, 0,
+                                                      Mux(nxt_new, (self.tln_d != 0) & (st_nxt.step_reads > self.budget),
+                                                          st_nxt.dense))))]
         with m.If(load_c):
-            m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt),
-                         cand_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
-                         cand_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step)),
+            m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
                          cand_eq.eq(Cat(*[Mux(f_alloc & (new_tag == i), nxt_addr == Cat(cand.position, cand.q),
                                               f_addr[i] == nxt_addr) for i in range(D)]))]
         with m.Elif(take):
@@ -448,7 +472,8 @@ class Tracker(wiring.Component):
         # at most one bit of match is set (one youngest record per entry): OR-encoded
         fwd_any = Signal()
         fwd_tag = Signal(TB)
-        m.d.comb += [fwd_any.eq(match != 0),
+        fwd_pf = Signal()                                     # ... and it is a prefetch insert
+        m.d.comb += [fwd_any.eq(match != 0), fwd_pf.eq((match & f_pf) != 0),
                      fwd_tag.eq(Cat(*[Cat(*[match[i] for i in range(D) if i >> b & 1]).any() for b in range(TB)]))]
         # A prefetch insert in flight is a forwarding source only for a record of the same step
         # (a lookup only needs the slot, which both outcomes leave right: it never waits):
@@ -484,16 +509,12 @@ class Tracker(wiring.Component):
         new = Signal(rlay)
         m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l)]
 
-        # the step stage (per queue, read and written in the accept cycle; a prefetch insert
-        # takes the queue's current step and mode and changes neither)
+        # the event's step and mode (its step state was written as it entered cand, above)
         s_in = cand.step
         backwards = cand_back
         s_use = Mux(backwards, st.cur_step, s_in)
         new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
-        reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
-        sat = (1 << g.step_reads) - 1
-        reads1 = Mux(cand.write | (reads0 == sat), reads0, reads0 + 1)
         smp_sum = Signal(S.SCORE_BITS + 1)
         m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
         one_new = Signal(D)
@@ -504,10 +525,10 @@ class Tracker(wiring.Component):
                      tag=new_tag)
         rec_e = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
                      position=cand.position, write=cand.write, smp=smp_ev, step=s_use, dense=dense,
-                     fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag)
+                     fwd=fwd_any, fwd_tag=fwd_tag, fwd_pf=fwd_pf, t_fwd=t_fwd, tag=new_tag)
         rec_p = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
                      position=cand.position, step=st.cur_step, dense=st.dense,
-                     fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd, tag=new_tag, pf=Const(1, 1))
+                     fwd=fwd_any, fwd_tag=fwd_tag, fwd_pf=fwd_pf, t_fwd=t_fwd, tag=new_tag, pf=Const(1, 1))
         rec_l = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
                      position=cand.position, step=st.cur_step, fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd,
                      tag=new_tag, lk=Const(1, 1))
@@ -517,9 +538,6 @@ class Tracker(wiring.Component):
         bump("lookups", take_l & ~ev_bad)
         bump("bad_events", (take_e | take_p | take_l) & ev_bad)
         with m.If(take_e & ~ev_bad):
-            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(ev_q),
-                         st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use,
-                                            step_reads=reads1, dense=dense))]
             bump("reads", ~cand.write)
             bump("writes", cand.write)
             bump("step_errors", backwards)
@@ -550,15 +568,10 @@ class Tracker(wiring.Component):
             m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
         # ---------------------------------------------------------------- back end
-        # Stage registers r[0..7] move together (adv); r[7] is the list stage; r_out is the
-        # output stage (adv6). What each register holds beside its record:
-        #   r[0]: age                          r[1]: y (decay exponent)
-        #   r[2]: e_val (exp2 factor)          r[3]: dec (decayed EMA)
-        #   r[4]: ema (new EMA)                r[5]: log2q8
-        #   r[6]: F (retention)                r[7]: key
-        #   r_out: decision / answer / metadata word
-        NS = 8
+        NS = 17
         LS = NS - 1                     # the list stage
+        SRC_R = 6                       # the forwarded EMA is read from the in-flight buffer into r6
+        EMA_W = 10                      # the new EMA enters r10, and the in-flight buffer then
         adv = Signal()
         adv6 = Signal()
         splice = Signal()
@@ -575,14 +588,16 @@ class Tracker(wiring.Component):
         rec_avail = rec_wp != rec_rp
         needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
         rsp_avail = rsp_wp != rsp_rp
-        # a record right behind its forwarding source at a later step waits one cycle (a bubble):
-        # the source's new EMA is written as it leaves r3, the record reads it at r2 and decays
-        # it there. At the same step it takes the source's result directly (r2 -> r3, below).
-        # Lookups use only the slot (written in the list stage) and never wait. Traces hardly
-        # have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
+        # A record that forwards from an older record of its entry reads that record's new EMA
+        # from the in-flight buffer as it enters r[SRC_R]; the source writes it as it enters
+        # r[EMA_W]. So the record waits here while its source is fewer than EMA_W - SRC_R stages
+        # ahead: no EMA is ever bypassed between stages, and every stage holds one multiply, add
+        # or shift. A record behind a prefetch insert takes the insert's decay inputs instead
+        # (r5, below) and lookups use only the slot (the list stage's): neither waits. Traces
+        # hardly have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
         behind = Signal()
-        m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & (head_rec.step != head_rec.t_fwd) & v[0]
-                              & (r[0].tag == head_rec.fwd_tag))
+        m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & ~head_rec.fwd_pf &
+                              _or_all([v[j] & (r[j].tag == head_rec.fwd_tag) for j in range(EMA_W - SRC_R)]))
         load = Signal()
         m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
@@ -592,99 +607,124 @@ class Tracker(wiring.Component):
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
 
-        mw = data.View(META_LAYOUT, rsp_r.data)
-        t0 = Signal(S.STEP_BITS)
-        m.d.comb += t0.eq(Mux(head_rec.fwd, head_rec.t_fwd, mw.t_last))
+        # Stage registers r[0..16] move together (adv); r[16] is the list stage; r_out is the
+        # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
+        # pipeline). What each register holds beside its record:
+        #   r0: the metadata word        r1: age = sat(step - t_last)   r2: age x mant, two halves
+        #   r3: age x mant               r4: y = age x mant >> shift    r5: exp2 ROM word (block RAM)
+        #   r6: e = 2^-y, the old EMA    r7: old EMA x e                r8: dec = decayed EMA, sample - dec
+        #   r9: (sample - dec) x alpha   r10: the new EMA               r11: its log2 ROM address
+        #   r12: log2 of the new EMA     r13: F = log2 x tln            r14: step + F
+        #   r15: key                     r16: the list stage            r_out: decision / metadata word
+        def carry(name, shape, first, last):
+            """Signals of ``shape`` that carry a value along with the record from r[first] to r[last]."""
+            return {i: Signal(shape, name=f"{name}{i}") for i in range(first, last + 1)}
+
+        meta0 = Signal(META_LAYOUT)
+        slot_m = carry("slot_m", g.sb, 0, LS)                  # the memory's slot
+        ema_m = carry("ema_m", S.SCORE_BITS, 0, SRC_R - 1)     # the memory's EMA
+        ema_n = carry("ema_n", S.SCORE_BITS, EMA_W, LS)        # the new EMA
+        with m.If(adv):
+            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec), meta0.eq(rsp_r.data)]
+            for i in range(1, NS):
+                m.d.sync += r[i].eq(r[i - 1])
+            for c in (slot_m, ema_m, ema_n):
+                m.d.sync += [c[i].eq(c[i - 1]) for i in c if i - 1 in c]
+        mw = data.View(META_LAYOUT, meta0)
+        m.d.comb += [slot_m[0].eq(mw.slot), ema_m[0].eq(mw.ema)]
+
+        # r0 -> r1: the age (t_last, or the forwarding source's step)
         age_raw = Signal(S.STEP_BITS)
         age = Signal(AGE_BITS)
-        m.d.comb += [age_raw.eq(head_rec.step - t0), age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw))]
-
-        age_r = Signal(AGE_BITS)
+        m.d.comb += age_raw.eq(r[0].step - Mux(r[0].fwd, r[0].t_fwd, mw.t_last))
+        # r1 -> r2 -> r3 -> r4: y = age x mant >> shift (two 12 x 18 halves, their sum, the shift)
+        half = AGE_BITS // 2
+        am_lo, am_hi = Signal(half + S.MANT_BITS), Signal(half + S.MANT_BITS)
+        am = Signal(AGE_BITS + S.MANT_BITS)
         y0 = Signal(AGE_BITS + S.MANT_BITS)
-        ema_m = [Signal(S.SCORE_BITS, name=f"ema_m{i}") for i in range(3)]     # memory's EMA with r0..r2
-        slot_m = [Signal(g.sb, name=f"slot_m{i}") for i in range(NS)]          # memory's slot with r0..r6
+        with m.If(adv):
+            m.d.sync += [age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw)),
+                         am_lo.eq(age[:half] * self.rate_mant), am_hi.eq(age[half:] * self.rate_mant),
+                         am.eq(am_lo + (am_hi << half)),
+                         y0.eq(am >> self.rate_shift)]
+
+        # r4 -> r5: the exp2 ROM word (a synchronous read: block RAM); r5 -> r6: e = word >> yi,
+        # and the EMA to decay: the memory's, or the forwarding source's from the in-flight buffer
+        yi = Signal(AGE_BITS + S.MANT_BITS - S.Y_FRAC_BITS)
+        m.d.comb += [yi.eq(y0[S.Y_FRAC_BITS:]), e_rd.addr.eq(y0[:S.Y_FRAC_BITS]), e_rd.en.eq(adv)]
+        yi_big, yi5 = Signal(), Signal(5)
         e_val = Signal(S.SCORE_BITS + 1)
-        ema_n = [Signal(S.SCORE_BITS, name=f"ema_n{i}") for i in range(LS - 3)]  # new EMA with r4..r7
-        log2q8 = Signal(12)
-        key = Signal(T.KEY_BITS)
+        src_ema = Signal(S.SCORE_BITS)
+        x5 = r[SRC_R - 1]
+        # A record behind a prefetch insert of its entry (at the same step: the accept rule) takes
+        # the insert's own decay inputs, the EMA and the factor, which the insert wrote as it
+        # entered r6: an insert only decays, so the record's decay gives the insert's new EMA,
+        # and it needs no wait (a read right behind its own prefetch is the common case).
+        e_own = Signal(S.SCORE_BITS + 1)
+        m.d.comb += e_own.eq(Mux(yi_big, 0, e_rd.data >> yi5))
+        pf_src = Signal()
+        m.d.comb += pf_src.eq(x5.fwd & x5.fwd_pf)
+        e5, src5 = Signal.like(e_val), Signal.like(src_ema)
+        m.d.comb += [e5.eq(Mux(pf_src, f_read(f_e, x5.fwd_tag), e_own)),
+                     src5.eq(Mux(x5.fwd, Mux(x5.fwd_pf, f_read(f_src, x5.fwd_tag), f_read(f_ema, x5.fwd_tag)),
+                                 ema_m[SRC_R - 1]))]
         with m.If(adv):
-            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec), age_r.eq(age),
-                         ema_m[0].eq(mw.ema), ema_m[1].eq(ema_m[0]), ema_m[2].eq(ema_m[1]), slot_m[0].eq(mw.slot)]
-            for i in range(1, NS):
-                m.d.sync += [r[i].eq(r[i - 1]), slot_m[i].eq(slot_m[i - 1])]
+            m.d.sync += [yi_big.eq(yi >= S.EXP_SHIFT_LIMIT), yi5.eq(yi[:5]), e_val.eq(e5), src_ema.eq(src5)]
+        with m.If(adv & v[SRC_R - 1] & (x5.kind == K_EVENT)):
+            f_write(x5.tag, (f_src, src5), (f_e, e5))
 
-        # r0 -> r1: the decay exponent (one multiply)
-        with m.If(adv):
-            m.d.sync += y0.eq((age_r * self.rate_mant) >> self.rate_shift)
-
-        # r1 -> r2: exp2 ROM
-        yi = y0 >> S.Y_FRAC_BITS
-        m.d.comb += e_rd.addr.eq(y0[:S.Y_FRAC_BITS])
-        with m.If(adv):
-            m.d.sync += e_val.eq(Mux(yi >= S.EXP_SHIFT_LIMIT, 0, e_rd.data >> yi[:5]))
-
-        # r2 -> r3 and r3 -> r4: the EMA update, one multiply per stage: the decay at r2 (of the
-        # forwarded EMA when an older event of the entry is in flight), the step towards the
-        # sample at r3, whose result goes to the in-flight buffer as the record leaves r3
-        x1, x2, x3 = r[1], r[2], r[3]
-        slot_fwd = Signal(g.sb)                 # (matrix) the forwarded slot, read at r6
-        if self.select == "matrix":
-            with m.If(adv):
-                m.d.sync += slot_fwd.eq(f_read(f_slot, r[LS - 1].fwd_tag))
+        # r6 -> r7 -> r8 -> r9 -> r10: the decay (one multiply, then the rounding and sample - dec),
+        # the step towards the sample (one multiply, then the sum); a prefetch insert only decays
+        dprod = Signal(2 * (S.SCORE_BITS + 1))
         dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
-        ema_step = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
+        dec9 = Signal(S.SCORE_BITS)
+        sprod = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
+        x8, x9 = r[8], r[9]
+        dec_w = Signal(S.SCORE_BITS)
+        m.d.comb += dec_w.eq((dprod + 0x8000) >> 16)
         ema_new = Signal(S.SCORE_BITS)
-        m.d.comb += [ema_diff.eq(x3.smp - dec),
-                     ema_step.eq((ema_diff * alpha_eff + 0x8000) >> 16),
-                     ema_new.eq(Mux(x3.pf, dec, dec + ema_step))]        # a prefetch insert: decay only
-        with m.If(adv & v[3] & (x3.kind == K_EVENT)):
-            f_write(x3.tag, (f_ema, ema_new))
+        m.d.comb += ema_new.eq(Mux(x9.pf, dec9, dec9 + ((sprod + 0x8000) >> 16)))
         with m.If(adv):
-            m.d.sync += [ema_n[0].eq(ema_new)] + [ema_n[i].eq(ema_n[i - 1]) for i in range(1, len(ema_n))]
+            m.d.sync += [dprod.eq(src_ema * e_val),
+                         dec.eq(dec_w), ema_diff.eq(r[7].smp - dec_w),
+                         sprod.eq(ema_diff * alpha_eff), dec9.eq(dec),
+                         ema_n[EMA_W].eq(ema_new)]
+        with m.If(adv & v[EMA_W - 1] & (x9.kind == K_EVENT)):
+            f_write(x9.tag, (f_ema, ema_new))
 
-        # r1 -> r2 -> r3: the decay. At r1 the record reads the forwarded EMA from the in-flight
-        # buffer (registered), which its source wrote as it left r3 when it is three or more
-        # stages ahead; two stages ahead (the source at r3 now, at r4 next) its new EMA is taken
-        # from r4's register at r2 instead. A record right behind its source at the same step
-        # takes the source's new EMA as the source leaves r3: its age is 0, so the decay is the
-        # identity (e = 2^16) and needs no multiply. One at a later step waited a cycle at B0
-        # (``behind``), so it is two stages behind.
-        src_buf = Signal(S.SCORE_BITS)
-        d1, d2 = Signal(), Signal()
-        with m.If(adv):
-            m.d.sync += [src_buf.eq(f_read(f_ema, x1.fwd_tag)),
-                         d1.eq(x1.fwd & v[2] & (r[2].tag == x1.fwd_tag)),
-                         d2.eq(x1.fwd & v[3] & (r[3].tag == x1.fwd_tag))]
-        src_ema = Signal(S.SCORE_BITS)
-        m.d.comb += src_ema.eq(Mux(x2.fwd, Mux(d2, ema_n[0], src_buf), ema_m[2]))
-        with m.If(adv):
-            m.d.sync += dec.eq(Mux(d1, ema_new, (src_ema * e_val + 0x8000) >> 16))
-
-        # r4 -> r5: log2 of the new EMA
+        # r10 -> r11 -> r12: log2 of the new EMA (leading one and mantissa; the ROM)
+        ema10 = ema_n[EMA_W]
         msb = Signal(4)
         mant8 = Signal(8)
         for b in range(S.SCORE_BITS):
-            with m.If(ema_n[0][b]):
-                m.d.comb += [msb.eq(b), mant8.eq((ema_n[0] << 8) >> b)]
-        m.d.comb += l_rd.addr.eq(mant8)
+            with m.If(ema10[b]):
+                m.d.comb += [msb.eq(b), mant8.eq((ema10 << 8) >> b)]
+        msb11, mant11, zero11 = Signal(4), Signal(8), Signal()
+        log2q8 = Signal(12)
+        m.d.comb += l_rd.addr.eq(mant11)
         with m.If(adv):
-            m.d.sync += log2q8.eq(Mux(ema_n[0] == 0, 0, Cat(l_rd.data, msb)))
+            m.d.sync += [msb11.eq(msb), mant11.eq(mant8), zero11.eq(ema10 == 0),
+                         log2q8.eq(Mux(zero11, 0, Cat(l_rd.data, msb11)))]
 
-        # r5 -> r6: retention (one multiply); r6 -> r7: the key
-        tln = Mux(r[5].dense, self.tln_d, self.tln_r)
+        # r12 -> r13: retention (one multiply); r13 -> r14 -> r15: the key, (step + F) >> bits
+        tln = Mux(r[12].dense, self.tln_d, self.tln_r)
         f_val = Signal(F_BITS)
+        ksum = Signal(S.STEP_BITS + 1)
+        key = Signal(T.KEY_BITS)
+        key15 = Signal(T.KEY_BITS)
         with m.If(adv):
             m.d.sync += [f_val.eq((log2q8 * tln) >> 16),
-                         key.eq((r[6].step + f_val) >> self.bucket_bits)]
+                         ksum.eq(r[13].step + f_val),
+                         key15.eq(ksum >> self.bucket_bits), key.eq(key15)]
 
-        # ------------------------------------------------------------ r7: the list stage
+        # ------------------------------------------------------------ r16: the list stage
         x = r[LS]
         is_ev = v[LS] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
-        m.d.comb += ls_rd.addr.eq(x.q)
         commit = Signal()               # the list stage completes an event this cycle
         m.d.comb += commit.eq(adv & is_ev)
         if self.select == "ring":
+            m.d.comb += ls_rd.addr.eq(x.q)
             lq = data.View(g.list_layout(), ls_rd.data)
             started = lq.started
             kc = Signal(S.STEP_BITS)
@@ -739,16 +779,32 @@ class Tracker(wiring.Component):
             # that goes before every other one in the mask: an AND per row, no list to walk, no
             # splices. An insert or touch of slot X rewrites row and column X from comparisons of
             # its new key with every slot's key.
-            mq = data.View(self._mlist_layout(), ls_rd.data)
+            #
+            # The queue's three words are read a stage early, by the record in r6, into registers
+            # (the RAM read is off the list stage's loop); the list stage's own writes of that
+            # queue in the same cycle are taken instead of the RAM's (the only writes a record in
+            # r6 cannot see yet: the list stage is one record ahead).
+            q6 = r[LS - 1].q
+            m.d.comb += [ls_rd.addr.eq(q6), mx_rd.addr.eq(q6), mk_rd.addr.eq(q6)]
+            snap_ls = Signal(self._mlist_layout())
+            snap_mx = Signal(SQ * SQ)
+            snap_mk = Signal(SQ * T.KEY_BITS)
+            with m.If(adv):
+                m.d.sync += [
+                    snap_ls.eq(Mux(ls_wr.en & (ls_wr.addr == q6), ls_wr.data, ls_rd.data)),
+                    snap_mx.eq(Mux(mx_wr.en & (mx_wr.addr == q6), mx_wr.data, mx_rd.data)),
+                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q6), mk_wr.data, mk_rd.data)),
+                ]
+            mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
             nres = Signal(g.nres)
             lst = Signal(SQ)
-            m.d.comb += [nres.eq(Mux(started, mq.nres, 0)), lst.eq(Mux(started, mq.lst, 0))]
-            m.d.comb += [mx_rd.addr.eq(x.q), mk_rd.addr.eq(x.q)]
-            mrow = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
-            mkey = [mk_rd.data[i * T.KEY_BITS:(i + 1) * T.KEY_BITS] for i in range(SQ)]
+            # (a queue's word is zero until its first event: the reset sweep clears it)
+            m.d.comb += [nres.eq(mq.nres), lst.eq(mq.lst)]
+            mrow = [snap_mx[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+            mkey = [snap_mk[i * T.KEY_BITS:(i + 1) * T.KEY_BITS] for i in range(SQ)]
             mpf = Signal(SQ)
-            m.d.comb += mpf.eq(Mux(started, mq.pf, 0))
+            m.d.comb += mpf.eq(mq.pf)
             mpos = [mq.pos[i * g.pb:(i + 1) * g.pb] for i in range(SQ)]
             m.d.comb += splice.eq(0)
 
@@ -768,28 +824,29 @@ class Tracker(wiring.Component):
 
         # -- residency
         slot_src = Signal(g.sb)
+        resident = Signal()
         if self.select == "ring":
             m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[LS]))
-        else:
-            # the forwarded slot read from the in-flight buffer as the record enters this stage
-            # (registered); when its source left this stage in that same cycle it is the output
-            # register's (no splices here: the stages always move together)
-            m.d.comb += slot_src.eq(Mux(x.fwd, Mux(v_out & (r_out.tag == x.fwd_tag), res_slot, slot_fwd),
-                                        slot_m[LS]))
-        pos_s = Signal(g.pb)            # the position in slot_src
-        if self.select == "ring":
+            pos_s = Signal(g.pb)            # the position in slot_src
             m.d.comb += [ps_rd_s.addr.eq(saddr(slot_src)), pos_s.eq(ps_rd_s.data)]
+            m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
         else:
-            m.d.comb += pos_s.eq(Array(mpos)[slot_src])
-        resident = Signal()
-        m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
+            # checked as the record enters this stage (r6, below), with this stage's own change
+            res7, slot7, slot1h7 = Signal(), Signal(g.sb), Signal(SQ)
+            m.d.comb += [slot_src.eq(slot7), resident.eq(res7)]
         pinned = Signal()
         m.d.comb += pinned.eq(x.position < self.pinned)
 
         # -- victim (a miss with a full queue)
         free = Signal()
         # a budget beyond the slots (cfg_error) acts as max_budget: no slot index ever overflows
-        m.d.comb += free.eq((nres < self.budget) & (nres < g.max_budget))
+        def has_room(n):
+            return (n < self.budget) & (n < g.max_budget)
+        if self.select == "ring":
+            m.d.comb += free.eq(has_room(nres))
+        else:
+            free7 = Signal()            # registered as the record enters this stage (below)
+            m.d.comb += free.eq(free7)
         vic = Signal(g.sb)
         vic_any = Signal()
         if self.select == "ring":
@@ -963,7 +1020,7 @@ class Tracker(wiring.Component):
         else:
             # the slot the event (re)places, one-hot: its own (hit), the next free one, or the victim
             upd = Signal(SQ)
-            m.d.comb += upd.eq(Mux(resident, Const(1, SQ) << slot_src, Mux(do_free, Const(1, SQ) << nres[:g.sb], first)))
+            m.d.comb += upd.eq(Mux(resident, slot1h7, Mux(do_free, Const(1, SQ) << nres[:g.sb], first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
             before = Signal(SQ)
@@ -1008,6 +1065,40 @@ class Tracker(wiring.Component):
         with m.If(commit):
             f_write(x.tag, (f_slot, slot_after))
 
+        if self.select == "matrix":
+            # -- residency of the record entering this stage (from r15), registered: the slot its
+            # position holds (the metadata's, or the in-flight buffer's when it forwards) and
+            # whether the queue's word (RAM, before this stage's write) still gives it that slot.
+            # This stage's event changes that in two ways: it is the record's own source (same
+            # entry, one ahead: the position is where it left it), or it takes that slot.
+            x6 = r[LS - 1]
+            mq6 = data.View(self._mlist_layout(), ls_rd.data)
+            slot6 = Signal(g.sb)
+            m.d.comb += slot6.eq(Mux(x6.fwd, f_read(f_slot, x6.fwd_tag), slot_m[LS - 1]))
+            slot1h6 = Signal(SQ)
+            m.d.comb += slot1h6.eq(Const(1, SQ) << slot6)
+            held6 = Signal(SQ)             # slot i holds the record's position (RAM)
+            m.d.comb += held6.eq(Cat(*[(mq6.pos[i * g.pb:(i + 1) * g.pb] == x6.position) & (i < mq6.nres)
+                                       for i in range(SQ)]))
+            ram_res6 = Signal()
+            m.d.comb += ram_res6.eq(mq6.started & ((held6 & slot1h6) != 0))
+            src_here = Signal()         # this stage holds the record's forwarding source
+            m.d.comb += src_here.eq(x6.fwd & v[LS] & (x.tag == x6.fwd_tag))
+            taken = Signal()            # this stage's event places another position in that slot
+            same6 = Signal()            # this stage's event is of the record's queue
+            m.d.comb += same6.eq(is_ev & (x.q == x6.q))
+            m.d.comb += taken.eq(same6 & placed & ((upd & slot1h6) != 0))
+            # a free slot: the RAM's count, or this stage's count after its event (+1 if it took one)
+            room0, room1 = Signal(), Signal()
+            m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
+            with m.If(adv):
+                m.d.sync += [
+                    free7.eq(Mux(same6, Mux(do_free, room1, room0), has_room(mq6.nres))),
+                    res7.eq(Mux(src_here, placed | pf_noop, ram_res6 & ~taken)),
+                    slot7.eq(Mux(src_here, slot_after, slot6)),
+                    slot1h7.eq(Mux(src_here, Const(1, SQ) << slot_after, slot1h6)),
+                ]
+
         # -- victim request answer
         locked = (self.decode_lock >> x.q)[0]
 
@@ -1046,7 +1137,7 @@ class Tracker(wiring.Component):
             with m.If(self.meta_wr.valid & self.meta_wr.ready):
                 m.d.sync += wr_done.eq(1)
         with m.If(adv6):
-            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[-1]),
+            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
                          out_noop.eq(pf_noop | x.lk)]
             err = x.kind == K_ERROR
             dl = g.decision_layout()
