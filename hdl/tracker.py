@@ -373,8 +373,9 @@ class Tracker(wiring.Component):
 
         # ---------------------------------------------------------------- input register (F)
         # The four inputs are chosen in priority order (a victim request, a prefetch insert, a
-        # lookup, an event) into a two-entry register (cand, then skid): accept (A) takes from
-        # cand, and the ports' ready is "skid empty", a register. As an item enters cand its
+        # lookup, an event) into a two-entry input FIFO of registers (the ports' ready is "not
+        # full", from a registered count), and from its head into cand, where accept (A) takes
+        # it: nothing from the ports reaches cand's logic in the same cycle. As an item enters cand its
         # address is compared with the in-flight addresses (the CAM, one cycle before A uses
         # it), and with the record A accepts in that cycle, whose address enters the CAM then.
         # An item waits in cand, unchanged, until A takes it, so a metadata read request never
@@ -404,19 +405,22 @@ class Tracker(wiring.Component):
                                     sample=ein.sample, step=ein.step))
         in_fire = Signal()
         m.d.comb += in_fire.eq((ch_v | ch_p | ch_l | ch_e) & in_ready)
-        cand, skid = Signal(ilay), Signal(ilay)
-        cand_v, skid_v = Signal(), Signal()
+        cand = Signal(ilay)
+        cand_v = Signal()
+        ib = [Signal(ilay, name=f"ib{i}") for i in range(2)]
+        ib_wp, ib_rp = Signal(), Signal()
+        ib_n = Signal(2)
         cand_eq = Signal(D)                                   # cand's address == f_addr[i]
         cand_st = Signal(g.step_layout())                     # cand's queue's step state
         cand_back = Signal()                                  # cand.step is below the queue's step
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         take = Signal()                                       # A takes cand this cycle
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
-        m.d.comb += in_ready.eq(~skid_v & ~clearing)
+        m.d.comb += in_ready.eq((ib_n != 2) & ~clearing)
         nxt = Signal(ilay)
-        m.d.comb += nxt.eq(Mux(skid_v, skid, in_item))
+        m.d.comb += nxt.eq(Mux(ib_rp, ib[1], ib[0]))
         load_c = Signal()
-        m.d.comb += load_c.eq((skid_v | in_fire) & (~cand_v | take))
+        m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
         # The step stage (per queue): an event's step state is written as it enters cand. Items
         # enter cand in order and each is taken, so that is the order of accept, and the next
@@ -444,11 +448,15 @@ class Tracker(wiring.Component):
                                               f_addr[i] == nxt_addr) for i in range(D)]))]
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
-        with m.If(skid_v):
-            with m.If(load_c):
-                m.d.sync += skid_v.eq(0)
-        with m.Elif(in_fire & cand_v & ~take):
-            m.d.sync += [skid.eq(in_item), skid_v.eq(1)]
+        with m.If(in_fire):
+            m.d.sync += ib_wp.eq(~ib_wp)
+            with m.If(ib_wp):
+                m.d.sync += ib[1].eq(in_item)
+            with m.Else():
+                m.d.sync += ib[0].eq(in_item)
+        with m.If(load_c):
+            m.d.sync += ib_rp.eq(~ib_rp)
+        m.d.sync += ib_n.eq(ib_n + in_fire - load_c)
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
@@ -532,7 +540,9 @@ class Tracker(wiring.Component):
         rec_l = pack(rlay, kind=Mux(ev_bad, K_ERROR, K_EVENT), q=ev_q, layer=cand.layer, head=cand.head,
                      position=cand.position, step=st.cur_step, fwd=fwd_any, fwd_tag=fwd_tag, t_fwd=t_fwd,
                      tag=new_tag, lk=Const(1, 1))
-        m.d.comb += new.eq(Mux(take_v, rec_v, Mux(take_p, rec_p, Mux(take_l, rec_l, rec_e))))
+        # chosen by cand's source (a register), not by which take fired (late): the record
+        # FIFO's write data does not wait for accept's decision, only its enable does
+        m.d.comb += new.eq(Mux(sel_v, rec_v, Mux(sel_p, rec_p, Mux(sel_l, rec_l, rec_e))))
         bump("victim_requests", take_v)
         bump("events", take_e)
         bump("lookups", take_l & ~ev_bad)
@@ -542,7 +552,7 @@ class Tracker(wiring.Component):
             bump("writes", cand.write)
             bump("step_errors", backwards)
         with m.If((take_e | take_p) & ~ev_bad):
-            f_write(new_tag, (f_addr, ev_addr), (f_step, Mux(take_p, st.cur_step, s_use)))
+            f_write(new_tag, (f_addr, ev_addr), (f_step, Mux(sel_p, st.cur_step, s_use)))
             # the new record becomes its entry's youngest; the matched one no longer is
             m.d.sync += [f_latest.eq((f_latest & ~match) | one_new),
                          f_pf.eq(Mux(take_p, f_pf | one_new, f_pf & ~one_new))]

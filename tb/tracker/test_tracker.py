@@ -426,9 +426,17 @@ async def random_run(dut, cfg, *, n, npos, decode_lock, vreq_prob, ready=0.6, se
     cocotb.start_soon(victim_requests())
     pfs = random_prefetches(rng, g, int(n * pf_prob), npos=npos)
     if pfs:
-        # the first inserts go to queue 0 before any event: refused (no step yet)
+        # the first inserts go to queue 0 before any event: refused (no step yet); the rest from
+        # the 32nd event on, for the reason above (they go before events at accept too)
         pfs[:2] = [{"layer": 0, "head": 0, "position": 1}, {"layer": 0, "head": 0, "position": 1}]
-        cocotb.start_soon(drive_stream(dut.clk, env.pf_port, env.pf_pack, pfs, rng, idle=0.5))
+
+        async def prefetches():
+            await drive_stream(dut.clk, env.pf_port, env.pf_pack, pfs[:2], rng, idle=0.0)
+            while env.model.counters["events"] < 32:
+                await RisingEdge(dut.clk)
+            await drive_stream(dut.clk, env.pf_port, env.pf_pack, pfs[2:], rng, idle=0.5)
+
+        cocotb.start_soon(prefetches())
         await RisingEdge(dut.clk)
         await RisingEdge(dut.clk)
     lks = random_prefetches(rng, g, int(n * lk_prob), npos=npos)     # the same mix of entries
