@@ -35,16 +35,23 @@ def measure_board():
     return fpga.metrics(rep, "fpga.ulx3s_85f", None, {**config, "critical_path": _path_ends(rep)})
 
 
-def measure_scoring():
+def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ):
+    """``fpga.<board>.<name>.*``: ``make_block()`` alone between registers (hdl/boards/timing.py)
+    on ``board``, PLL constrained at ``goal_mhz``; ``design`` describes it in the config. The
+    blocks' own ``--fpga`` runs (tb/<block>/bench.py) use this too. Build: build/fpga/bench-<board>-<name>/."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.timing import TimingTop
-    from cxlkv.hdl.scoring import ScoringPipeline
-    top = TimingTop(get_board(BOARD), lambda: ScoringPipeline(id_width=32), core_mhz=GOAL_MHZ)
-    tim = fpga._board_build(BOARD, top, build_dir() / "fpga" / f"bench-{BOARD}-scoring", allow_timing_fail=True)
+    top = TimingTop(get_board(board), make_block, core_mhz=goal_mhz)
+    tim = fpga._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-{name}", allow_timing_fail=True)
     rep = fpga.parse_report(tim.read_text())
-    config = {"board": BOARD, "design": "ScoringPipeline(id_width=32) between registers (hdl/boards/timing.py)",
-              "core_mhz_target": GOAL_MHZ, "critical_path": _path_ends(rep)}
-    return fpga.metrics(rep, "fpga.ulx3s_85f.scoring", None, config)
+    config = {"board": board, "design": f"{design} between registers (hdl/boards/timing.py)",
+              "core_mhz_target": goal_mhz, "critical_path": _path_ends(rep)}
+    return fpga.metrics(rep, f"fpga.{board.replace('-', '_')}.{name}", None, config)
+
+
+def measure_scoring():
+    from cxlkv.hdl.scoring import ScoringPipeline
+    return measure_block("scoring", lambda: ScoringPipeline(id_width=32), "ScoringPipeline(id_width=32)")
 
 
 def measure():

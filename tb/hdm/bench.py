@@ -22,21 +22,10 @@ def measure():
 
 
 def fpga():
-    from cxlkv import build_dir
-    from cxlkv.hdl.boards import get_board
-    from cxlkv.hdl.boards.timing import TimingTop
     from cxlkv.hdl.hdm import Hdm
-    from cxlkv.sw import fpga as flow
-    from cxlkv.tb.fpga.bench import _path_ends
-
-    def make():
-        return Hdm(n_layers=80, n_kv_heads=8, n_positions=131072, addr_width=52)
-    top = TimingTop(get_board(BOARD), make, core_mhz=GOAL_MHZ)
-    tim = flow._board_build(BOARD, top, build_dir() / "fpga" / f"bench-{BOARD}-hdm", allow_timing_fail=True)
-    rep = flow.parse_report(tim.read_text())
-    config = {"board": BOARD, "design": "Hdm(80, 8, 131072, addr_width=52, hint_depth=8) between registers",
-              "core_mhz_target": GOAL_MHZ, "critical_path": _path_ends(rep)}
-    return flow.metrics(rep, "fpga.ulx3s_85f.hdm", None, config)
+    from cxlkv.tb.fpga.bench import measure_block
+    return measure_block("hdm", lambda: Hdm(n_layers=80, n_kv_heads=8, n_positions=131072, addr_width=52),
+                         "Hdm(80, 8, 131072, addr_width=52, hint_depth=8)", BOARD, GOAL_MHZ)
 
 
 if __name__ == "__main__":

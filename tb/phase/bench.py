@@ -22,19 +22,10 @@ def measure():
 
 
 def fpga():
-    from cxlkv import build_dir
-    from cxlkv.hdl.boards import get_board
-    from cxlkv.hdl.boards.timing import TimingTop
     from cxlkv.hdl.phase import PhaseDetector
-    from cxlkv.sw import fpga as flow
-    from cxlkv.tb.fpga.bench import _path_ends
-
-    top = TimingTop(get_board(BOARD), lambda: PhaseDetector(counter_width=32), core_mhz=GOAL_MHZ)
-    tim = flow._board_build(BOARD, top, build_dir() / "fpga" / f"bench-{BOARD}-phase", allow_timing_fail=True)
-    rep = flow.parse_report(tim.read_text())
-    config = {"board": BOARD, "design": "PhaseDetector(counter_width=32) between registers",
-              "core_mhz_target": GOAL_MHZ, "critical_path": _path_ends(rep)}
-    return flow.metrics(rep, "fpga.ulx3s_85f.phase", None, config)
+    from cxlkv.tb.fpga.bench import measure_block
+    return measure_block("phase", lambda: PhaseDetector(counter_width=32), "PhaseDetector(counter_width=32)",
+                         BOARD, GOAL_MHZ)
 
 
 if __name__ == "__main__":

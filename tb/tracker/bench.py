@@ -102,20 +102,11 @@ def fpga(select="ring"):
     (``python -m cxlkv.tb.tracker.bench --fpga [--select matrix]``; a place and route of 10 to 50
     minutes, not part of ``make bench``). With ``select`` = "matrix" the figures are named
     ``fpga.ulx3s_85f.tracker_matrix.*``."""
-    from cxlkv import build_dir
-    from cxlkv.hdl.boards import get_board
-    from cxlkv.hdl.boards.timing import TimingTop
     from cxlkv.hdl.tracker import Tracker
-    from cxlkv.sw import fpga as flow
-    from cxlkv.tb.fpga.bench import _path_ends
-    board, goal = "ulx3s-85f", 125
+    from cxlkv.tb.fpga.bench import measure_block
     name = "tracker" if select == "ring" else f"tracker_{select}"
-    top = TimingTop(get_board(board), lambda: Tracker(2, 2, 64, 128, max_budget=16, select=select), core_mhz=goal)
-    tim = flow._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-{name}", allow_timing_fail=True)
-    rep = flow.parse_report(tim.read_text())
-    config = {"board": board, "design": f"Tracker(2, 2, 64, 128, max_budget=16, select={select!r}) between registers",
-              "core_mhz_target": goal, "critical_path": _path_ends(rep)}
-    return flow.metrics(rep, f"fpga.ulx3s_85f.{name}", None, config)
+    return measure_block(name, lambda: Tracker(2, 2, 64, 128, max_budget=16, select=select),
+                         f"Tracker(2, 2, 64, 128, max_budget=16, select={select!r})")
 
 
 if __name__ == "__main__":
