@@ -191,7 +191,7 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 21`` cycles), ``select`` (the victim selection structure: "ring",
+    hides is about ``inflight - 22`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
     queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
