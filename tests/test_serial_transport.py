@@ -15,6 +15,10 @@ from cxlkv.sw.serial_transport import BridgeEmulator, BridgeTransport, SerialTra
 from cxlkv.sw.transport import BusError, ModelTransport, TransportError
 
 BAUD = 1_000_000            # only sets the emulated frame timeout (0.64 ms) and the host's quiet time
+#: The host's answer timeout against the emulator: generous, since the emulator is a Python thread on
+#: a machine that may be busy (a 1 s timeout once expired under a parallel place-and-route); the
+#: emulator always answers (an error frame for a damaged request), so no test waits for it
+EMU_TIMEOUT_S = 10.0
 
 
 @pytest.fixture
@@ -24,7 +28,7 @@ def emulator():
 
 
 def test_info_over_serial_matches_the_model(emulator):
-    with SyncDevice(SerialTransport(emulator.path, BAUD)) as dev:
+    with SyncDevice(SerialTransport(emulator.path, BAUD, timeout_s=EMU_TIMEOUT_S)) as dev:
         info = dev.info()
     with SyncDevice(ModelTransport()) as ref:
         want = ref.info()
@@ -33,7 +37,7 @@ def test_info_over_serial_matches_the_model(emulator):
 
 
 def test_configure_counters_and_bus_errors(emulator):
-    t = SerialTransport(emulator.path, BAUD)
+    t = SerialTransport(emulator.path, BAUD, timeout_s=EMU_TIMEOUT_S)
     with SyncDevice(t) as dev:
         dev.configure(alpha=0x2345, tau=500)
         assert dev.config()["alpha"] == 0x2345
@@ -52,7 +56,7 @@ def test_a_corrupted_request_is_resent():
     # byte 3 of the host's stream after the ping (5 bytes) is damaged: the bridge answers
     # "checksum", the transport resynchronises and sends the request again
     with BridgeEmulator(baud=BAUD, fault={5 + 3: 0x5A}) as emu:
-        t = SerialTransport(emu.path, BAUD)
+        t = SerialTransport(emu.path, BAUD, timeout_s=EMU_TIMEOUT_S)
         try:
             assert asyncio.run(t.read32(regmap.BY_NAME["ID"].offset)) == 0x43584B56
             assert emu.model.errors == 1
@@ -64,7 +68,7 @@ def test_host_starting_mid_stream_resynchronises(emulator):
     fd = os.open(emulator.path, os.O_RDWR | os.O_NOCTTY)
     os.write(fd, proto.encode_write(regmap.BY_NAME["ALPHA"].offset, 7)[:5])   # half a frame, then gone
     os.close(fd)
-    with SyncDevice(SerialTransport(emulator.path, BAUD)) as dev:
+    with SyncDevice(SerialTransport(emulator.path, BAUD, timeout_s=EMU_TIMEOUT_S)) as dev:
         assert dev.info()["id"] == "0x43584b56"
         assert dev.config()["alpha"] == 0x1000           # the half frame did nothing
 
@@ -167,7 +171,7 @@ def test_event_port_errors_over_serial(emulator):
     from cxlkv.sw.transport import EVENT_DTYPE, EventPortError
     rec = np.zeros(70, EVENT_DTYPE)
     rec["position"] = np.arange(70)
-    t = SerialTransport(emulator.path, BAUD)
+    t = SerialTransport(emulator.path, BAUD, timeout_s=EMU_TIMEOUT_S)
     try:
         with pytest.raises(EventPortError, match="stalled after 0 of 70"):     # CONTROL.enable = 0
             asyncio.run(t.events(rec))
@@ -194,7 +198,7 @@ def test_a_corrupted_event_batch_is_resent_and_runs_once():
     rec["position"] = [1, 2, 1, 3]
     # host stream: ping (5), write CONTROL (9), then the batch: its 12th byte is damaged
     with BridgeEmulator(baud=BAUD, fault={5 + 9 + 12: 0x77}) as emu:
-        t = SerialTransport(emu.path, BAUD)
+        t = SerialTransport(emu.path, BAUD, timeout_s=EMU_TIMEOUT_S)
         try:
             asyncio.run(t.write32(regmap.BY_NAME["CONTROL"].offset, 1))
             dec = asyncio.run(t.events(rec))
