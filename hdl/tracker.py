@@ -408,17 +408,25 @@ class Tracker(wiring.Component):
         cand = Signal(ilay)
         cand_v = Signal()
         ib = [Signal(ilay, name=f"ib{i}") for i in range(2)]
-        ib_wp, ib_rp = Signal(), Signal()
         ib_n = Signal(2)
-        cand_eq = Signal(D)                                   # cand's address == f_addr[i]
+        # Accept's decision is made from registers: cand's in-flight match (match_r), whether it
+        # forwards (fwd_r) or must wait behind a prefetch insert (wait_r), and room (room_r) are
+        # computed a cycle ahead, for the item entering cand and for cand staying, from the
+        # in-flight state as this cycle's take leaves it ("Accept" below). The address compares
+        # are made a cycle earlier still, as an item enters the input FIFO (ib_eq).
+        ib_eq = [Signal(D, name=f"ib_eq{i}") for i in range(2)]   # ib[i]'s address == f_addr[j]
+        match_r = Signal(D)                                   # cand's youngest in-flight record
+        fwd_r = Signal()                                      # match_r != 0
+        wait_r = Signal()                                     # cand waits for a prefetch insert
+        room_r = Signal()                                     # fewer than D - 1 in flight
+        cand_bad = Signal()                                   # bad layer or head, or a prefetch before any step
         cand_st = Signal(g.step_layout())                     # cand's queue's step state
         cand_back = Signal()                                  # cand.step is below the queue's step
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         take = Signal()                                       # A takes cand this cycle
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
         m.d.comb += in_ready.eq((ib_n != 2) & ~clearing)
-        nxt = Signal(ilay)
-        m.d.comb += nxt.eq(Mux(ib_rp, ib[1], ib[0]))
+        nxt = ib[0]                                           # the FIFO's head (a register: it shifts)
         load_c = Signal()
         m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
@@ -442,27 +450,41 @@ class Tracker(wiring.Component):
                                             dense=Mux(~st_nxt.started, 0,
                                                       Mux(nxt_new, (self.tln_d != 0) & (st_nxt.step_reads > self.budget),
                                                           st_nxt.dense))))]
+        nxt_bad = Signal()
+        m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
-                         cand_eq.eq(Cat(*[Mux(f_alloc & (new_tag == i), nxt_addr == Cat(cand.position, cand.q),
-                                              f_addr[i] == nxt_addr) for i in range(D)]))]
+                         cand_bad.eq(nxt_bad)]
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
-        with m.If(in_fire):
-            m.d.sync += ib_wp.eq(~ib_wp)
-            with m.If(ib_wp):
-                m.d.sync += ib[1].eq(in_item)
-            with m.Else():
-                m.d.sync += ib[0].eq(in_item)
-        with m.If(load_c):
-            m.d.sync += ib_rp.eq(~ib_rp)
+        # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
+        # start at a register (no read-pointer multiplexer)
+        wr0, wr1, shift = Signal(), Signal(), Signal()
+        m.d.comb += [wr0.eq(in_fire & ((ib_n == 0) | ((ib_n == 1) & load_c))),
+                     wr1.eq(in_fire & (ib_n == 1) & ~load_c),
+                     shift.eq(load_c & (ib_n == 2))]
+        with m.If(wr0):
+            m.d.sync += ib[0].eq(in_item)
+        with m.Elif(shift):
+            m.d.sync += ib[0].eq(ib[1])
+        with m.If(wr1):
+            m.d.sync += ib[1].eq(in_item)
+        # an entering item's address against the in-flight addresses; an entry accept allocates in
+        # this cycle takes cand's address (f_addr is written then), also for the items waiting
+        in_addr = Cat(i_pos, in_item.q)
+        cand_addr = Cat(cand.position, cand.q)
+        eq_in = Cat(*[Mux(f_alloc & (new_tag == i), in_addr == cand_addr, f_addr[i] == in_addr) for i in range(D)])
+        eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), Cat(ib[k].position, ib[k].q) == cand_addr, ib_eq[k][i])
+                         for i in range(D)]) for k in range(2)]
+        m.d.sync += [ib_eq[0].eq(Mux(wr0, eq_in, Mux(shift, eq_hold[1], eq_hold[0]))),
+                     ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
         m.d.sync += ib_n.eq(ib_n + in_fire - load_c)
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
         retire_tag = Signal(TB)
         room = Signal()
-        m.d.comb += room.eq(~clearing & (n_inflight < D - 1))
+        m.d.comb += room.eq(~clearing & room_r)
         take_v = Signal()
         take_e = Signal()
         take_p = Signal()
@@ -471,17 +493,16 @@ class Tracker(wiring.Component):
         ev_q = Signal(g.qb)
         ev_bad = Signal()
         st = data.View(g.step_layout(), cand_st)
-        # a prefetch insert into a queue without a step yet is refused like a bad layer
-        m.d.comb += [ev_q.eq(cand.q), ev_bad.eq(cand.bad | (sel_p & ~st.started))]
+        # a prefetch insert into a queue without a step yet is refused like a bad layer (cand_bad)
+        m.d.comb += [ev_q.eq(cand.q), ev_bad.eq(cand_bad)]
         # (a lookup into a queue without a step is fine: nothing is resident there)
         ev_addr = Cat(cand.position, ev_q)
-        match = Signal(D)
-        m.d.comb += match.eq(cand_eq & f_valid & f_latest)
+        match = match_r
         # at most one bit of match is set (one youngest record per entry): OR-encoded
         fwd_any = Signal()
         fwd_tag = Signal(TB)
         fwd_pf = Signal()                                     # ... and it is a prefetch insert
-        m.d.comb += [fwd_any.eq(match != 0), fwd_pf.eq((match & f_pf) != 0),
+        m.d.comb += [fwd_any.eq(fwd_r), fwd_pf.eq((match & f_pf) != 0),
                      fwd_tag.eq(Cat(*[Cat(*[match[i] for i in range(D) if i >> b & 1]).any() for b in range(TB)]))]
         # A prefetch insert in flight is a forwarding source only for a record of the same step
         # (a lookup only needs the slot, which both outcomes leave right: it never waits):
@@ -492,11 +513,7 @@ class Tracker(wiring.Component):
         # until the insert has retired.
         t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
         m.d.comb += t_fwd.eq(_or_all([Mux(match[i], f_step[i], 0) for i in range(D)]))
-        wait_pf = Signal()
-        # t_fwd != a_step, without comparing steps: the matched insert's step is the queue's step
-        # when it was accepted, so they differ when the queue's step has advanced since (f_adv)
-        # or the record starts a new step itself (cand_new; an event)
-        m.d.comb += wait_pf.eq((sel_p | sel_e) & ~ev_bad & ((match & f_pf & Mux(sel_e & cand_new, Const((1 << D) - 1, D), f_adv)) != 0))
+        wait_pf = wait_r
         need_read = Signal()
         m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
         go = Signal()                                         # cand may be taken this cycle
@@ -570,6 +587,41 @@ class Tracker(wiring.Component):
         with m.If(take_v | take_e | take_p | take_l):
             m.d.sync += rec_wp.eq(rec_wp + 1)
         m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e | take_p | take_l) - retire)
+
+        # Accept's registers for the next cycle (declared with cand, above). The next cand is the
+        # FIFO's head when cand is reloaded, otherwise cand itself. For the head both outcomes of
+        # this cycle are computed, an entry allocated (A) or not (N), and the take picks one:
+        # the take only steers the last multiplexer. This cycle's retire is not seen until the
+        # next cycle: a wait lasts a cycle longer, and a record may forward from a source that
+        # has just retired, whose in-flight entry still holds what it wrote to memory (its tag is
+        # not reused while D - 1 bound the records in flight).
+        nxt_eq = Signal(D)
+        m.d.comb += nxt_eq.eq(ib_eq[0])
+        same_addr = Signal()                                  # the head's address is cand's
+        m.d.comb += same_addr.eq(nxt_addr == cand_addr)
+        nxt_pe = (nxt.src == SRC_P) | (nxt.src == SRC_E)
+        every = Const((1 << D) - 1, D)
+        m_n, m_a = Signal(D), Signal(D)
+        m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest),
+                     m_a.eq((m_n & ~match_r & ~one_new) | Mux(same_addr, one_new, 0))]
+        # (the head's own terms, from its step-state read and compare, enter last)
+        nxt_starts = (nxt.src == SRC_E) & nxt_new
+        pf_a = Mux(sel_p, f_pf | one_new, f_pf & ~one_new)
+        adv_a = (f_adv | Mux(sel_e & cand_new, same_q, 0)) & ~one_new
+        w_n = nxt_pe & ~nxt_bad & (((m_n & f_pf & f_adv) != 0) | (nxt_starts & ((m_n & f_pf) != 0)))
+        w_a = nxt_pe & ~nxt_bad & (((m_a & pf_a & adv_a) != 0) | (nxt_starts & ((m_a & pf_a) != 0)))
+        m_stay = Signal(D)
+        m.d.comb += m_stay.eq(match_r & f_valid)
+        w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
+        with m.If(load_c):
+            with m.If(f_alloc):
+                m.d.sync += [match_r.eq(m_a), fwd_r.eq(m_a != 0), wait_r.eq(w_a)]
+            with m.Else():
+                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
+        with m.Else():
+            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
+        left = n_inflight - retire
+        m.d.sync += room_r.eq(Mux(take, left + 1 < D - 1, left < D - 1))
 
         # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
         m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
@@ -788,7 +840,9 @@ class Tracker(wiring.Component):
             # and the mask of slots in the order (resident and not pinned). The victim is the slot
             # that goes before every other one in the mask: an AND per row, no list to walk, no
             # splices. An insert or touch of slot X rewrites row and column X from comparisons of
-            # its new key with every slot's key.
+            # its new key with every slot's key. The matrix is stored masked, M[i][j] | ~lst[j]
+            # (a column outside the mask is all ones), so a row's AND needs no mask: row X is
+            # written with the mask applied, and column X set to all ones when X leaves it.
             #
             # The queue's three words are read a stage early, by the record in r6, into registers
             # (the RAM read is off the list stage's loop); the list stage's own writes of that
@@ -879,7 +933,7 @@ class Tracker(wiring.Component):
             nv = nx_rd_v.data
         else:
             first = Signal(SQ)              # one-hot: the slot before every other slot in the order
-            m.d.comb += first.eq(Cat(*[lst[i] & ((mrow[i] | ~lst | (1 << i)) == (1 << SQ) - 1) for i in range(SQ)]))
+            m.d.comb += first.eq(Cat(*[lst[i] & ((mrow[i] | (1 << i)) == (1 << SQ) - 1) for i in range(SQ)]))
             m.d.comb += vic_any.eq(lst != 0)
             for i in range(SQ):
                 with m.If(first[i]):
@@ -1030,13 +1084,28 @@ class Tracker(wiring.Component):
         else:
             # the slot the event (re)places, one-hot: its own (hit), the next free one, or the victim
             upd = Signal(SQ)
-            m.d.comb += upd.eq(Mux(resident, slot1h7, Mux(do_free, Const(1, SQ) << nres[:g.sb], first)))
+            free1h = Signal(SQ)             # the next free slot, one-hot
+            m.d.comb += free1h.eq(Const(1, SQ) << nres[:g.sb])
+            m.d.comb += upd.eq(Mux(resident, slot1h7, Mux(do_free, free1h, first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
+            # (compared as the record enters this stage, from r15's key and the queue's keys in
+            # the RAM, or this stage's new key for the slot its event rewrites in that cycle)
             before = Signal(SQ)
-            m.d.comb += before.eq(Cat(*[Mux(x.dense, key <= mkey[j], key < mkey[j]) for j in range(SQ)]))
+            x15 = r[LS - 1]
+            mk15 = [mk_rd.data[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
+            rewrites15 = Signal()
+            m.d.comb += rewrites15.eq(mk_wr.en & (mk_wr.addr == x15.q))
+            cmp_here = Mux(x15.dense, key15 <= key, key15 < key)
+            with m.If(adv):
+                m.d.sync += before.eq(Cat(*[Mux(rewrites15 & upd[j], cmp_here,
+                                                Mux(x15.dense, key15 <= mk15[j], key15 < mk15[j]))
+                                            for j in range(SQ)]))
             m_new = Signal(SQ * SQ)
-            m.d.comb += m_new.eq(Cat(*[Mux(upd[i], before[j], Mux(upd[j], ~before[i], mrow[i][j]))
+            row_x = Signal(SQ)              # row X, masked (lst[j] is lst_new[j] for j != X)
+            col_x = Signal(SQ)              # column X: ~before, or all ones when X leaves the mask
+            m.d.comb += [row_x.eq(before | ~lst), col_x.eq(Mux(insert, ~before, (1 << SQ) - 1))]
+            m.d.comb += m_new.eq(Cat(*[Mux(upd[i], row_x[j], Mux(upd[j], col_x[i], mrow[i][j]))
                                        for i in range(SQ) for j in range(SQ)]))
             k_new = Signal(SQ * T.KEY_BITS)
             m.d.comb += k_new.eq(Cat(*[Mux(upd[i], key, mkey[i]) for i in range(SQ)]))
@@ -1051,7 +1120,7 @@ class Tracker(wiring.Component):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
                              ls_wr.data.eq(pack(self._mlist_layout(), started=Const(1, 1), nres=nres + do_free,
                                                 lst=lst_new, pf=pf_new, pos=pos_new))]
-                with m.If(insert):
+                with m.If(placed):
                     m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(m_new),
                                  mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
 
@@ -1072,6 +1141,9 @@ class Tracker(wiring.Component):
         # -- the slot the position holds after the event, for younger events of the same entry
         slot_after = Signal(g.sb)
         m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))     # (nobody forwards from a prefetch)
+        if self.select == "matrix":
+            slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot)
+            m.d.comb += slot1h_after.eq(Mux(no_victim, slot1h7, upd))
         with m.If(commit):
             f_write(x.tag, (f_slot, slot_after))
 
@@ -1083,10 +1155,18 @@ class Tracker(wiring.Component):
             # entry, one ahead: the position is where it left it), or it takes that slot.
             x6 = r[LS - 1]
             mq6 = data.View(self._mlist_layout(), ls_rd.data)
-            slot6 = Signal(g.sb)
-            m.d.comb += slot6.eq(Mux(x6.fwd, f_read(f_slot, x6.fwd_tag), slot_m[LS - 1]))
-            slot1h6 = Signal(SQ)
-            m.d.comb += slot1h6.eq(Const(1, SQ) << slot6)
+            # The record's slot (binary and one-hot) is read a stage earlier still, as it enters
+            # r15: from the in-flight buffer, or from this stage when the source is here then (it
+            # writes the buffer in that cycle). A source one ahead of r15 is src_here, below.
+            x5 = r[LS - 2]
+            slot6, slot1h6 = Signal(g.sb), Signal(SQ)
+            src_two = Signal()
+            m.d.comb += src_two.eq(x5.fwd & v[LS] & (x.tag == x5.fwd_tag))
+            slot5 = Signal(g.sb)
+            m.d.comb += slot5.eq(Mux(x5.fwd, f_read(f_slot, x5.fwd_tag), slot_m[LS - 2]))
+            with m.If(adv):
+                m.d.sync += [slot6.eq(Mux(src_two, slot_after, slot5)),
+                             slot1h6.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot5))]
             held6 = Signal(SQ)             # slot i holds the record's position (RAM)
             m.d.comb += held6.eq(Cat(*[(mq6.pos[i * g.pb:(i + 1) * g.pb] == x6.position) & (i < mq6.nres)
                                        for i in range(SQ)]))
@@ -1097,7 +1177,10 @@ class Tracker(wiring.Component):
             taken = Signal()            # this stage's event places another position in that slot
             same6 = Signal()            # this stage's event is of the record's queue
             m.d.comb += same6.eq(is_ev & (x.q == x6.q))
-            m.d.comb += taken.eq(same6 & placed & ((upd & slot1h6) != 0))
+            # Only an eviction gives a held slot to another position: a free slot is not held
+            # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
+            # from the hit's event, src_here)
+            m.d.comb += taken.eq(same6 & do_evict & ((first & slot1h6) != 0))
             # a free slot: the RAM's count, or this stage's count after its event (+1 if it took one)
             room0, room1 = Signal(), Signal()
             m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
@@ -1106,7 +1189,7 @@ class Tracker(wiring.Component):
                     free7.eq(Mux(same6, Mux(do_free, room1, room0), has_room(mq6.nres))),
                     res7.eq(Mux(src_here, placed | pf_noop, ram_res6 & ~taken)),
                     slot7.eq(Mux(src_here, slot_after, slot6)),
-                    slot1h7.eq(Mux(src_here, Const(1, SQ) << slot_after, slot1h6)),
+                    slot1h7.eq(Mux(src_here, slot1h_after, slot1h6)),
                 ]
 
         # -- victim request answer
