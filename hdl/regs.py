@@ -19,11 +19,11 @@ Ports, per field of the table (``<register>_<field>``, lower case):
 * ``irq``: ``(IRQ_STATUS & IRQ_ENABLE) != 0``.
 
 One transaction at a time: a write needs AW and W together; B follows 3
-cycles after the handshake (the range check has a cycle of its own), R after 2
-(one more for external targets).
+cycles after the handshake (the range check and the address decode have a cycle
+of their own), R after 4 (the decode, then the read mux in two registered
+stages; for 125 MHz on the ECP5); 4 also for an external read (the strobe
+follows the decode), and a write to an external register has B after 4.
 """
-from contextlib import contextmanager
-
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -33,6 +33,7 @@ from cxlkv.models.regdefs import Field, Register
 from cxlkv.models.regs import INTERNAL_FIELDS, OKAY, SLVERR
 
 ADDR_WIDTH = 12          # 4 KiB window
+READ_GROUP = 16          # words per first-stage read-mux group (timing)
 
 
 class AXI4LiteSignature(wiring.Signature):
@@ -168,29 +169,59 @@ class RegisterBlock(wiring.Component):
 
         m.d.comb += [self.ext.addr.eq(addr), self.ext.wdata.eq(wdata), self.ext.wstrb.eq(wstrb)]
 
+        # The address decode has a cycle of its own (READ / CHECK): every local word's select
+        # flag, one-hot, and the external-window flags, registered every cycle from the latched
+        # address (no enable: addr is stable from the handshake to the response). The states
+        # after it (READ_GRP / WRITE) use only these flags, never addr.
+        words = []                  # (offset, read value, register, index of the word)
+        for reg in regmap.REGISTERS:
+            if reg.external:
+                continue
+            v = values[reg.name]
+            if reg.words == 1:
+                words.append((reg.offset, v, reg, 0))
+            else:
+                words.append((reg.offset, v[:32], reg, 0))
+                words.append((reg.offset + 4, hi_latch[reg.name], reg, 1))
+        sel = Signal(len(words))
+        for i, (off, _, _, _) in enumerate(words):
+            m.d.sync += sel[i].eq(addr[2:] == (off >> 2))
+        sel_of = {(reg.name, w): sel[i] for i, (_, _, reg, w) in enumerate(words)}
+        ext_rd = Signal()           # READ_GRP: an external register or memory read
+        ext_wr = Signal()           # WRITE: an external register write (memories are read only)
+        m.d.sync += [ext_rd.eq(ext_hit), ext_wr.eq(ext_hit & ~mem_hit)]
+
+        # Read mux in two registered stages: READ_GRP loads each group of READ_GROUP words'
+        # AND-OR (the selects are one-hot, so at most one group is non-zero), READ_SEL ORs the
+        # groups into rdata.
+        groups = [words[k:k + READ_GROUP] for k in range(0, len(words), READ_GROUP)]
+        grp = [Signal(32, name=f"rgrp{g}") for g in range(len(groups))]
+        base = 0
+        for g, group in enumerate(groups):
+            acc = Const(0, 32)
+            for i, (_, v, _, _) in enumerate(group):
+                acc = acc | (sel[base + i].replicate(32) & v)
+            base += len(group)
+            m.d.sync += grp[g].eq(acc)
+        grp_or = Const(0, 32)
+        for gv in grp:
+            grp_or = grp_or | gv
+
+        writable = [reg for reg in regmap.REGISTERS if not reg.external and reg.sw_writable and reg.words == 1]
+        write_hit = Const(0, 1)     # the write addresses a writable register
+        for reg in writable:
+            write_hit = write_hit | sel_of[(reg.name, 0)]
+        refused = Const(0, 1)       # ... and the range check refuses it
+        for reg in writable:
+            if reg.name in refuse:
+                refused = refused | (sel_of[(reg.name, 0)] & refuse[reg.name])
+
         pulses = {}
         for reg in regmap.REGISTERS:
             for f in reg.fields:
                 if not reg.external and _field_kind(reg, f) == "pulse":
                     pulses[(reg.name, f.name)] = getattr(self, port_name(reg, f))
                     m.d.sync += getattr(self, port_name(reg, f)).eq(0)
-
-        def reject():
-            m.d.sync += [store[("STATUS", "cfg_reject")].eq(1), store[("IRQ_STATUS", "cfg_reject")].eq(1),
-                         store[("REJECT_ADDR", "addr")].eq(addr), resp.eq(SLVERR)]
-
-        @contextmanager
-        def local_or_external(ext_sel, ext_strobe, ext_state, resp_state):
-            """WRITE / READ: an access in the external window strobes it and waits (``ext_state``);
-            any other is decoded here by address (the body: a ``m.Case`` per register) and
-            answered from ``resp_state``."""
-            with m.If(ext_sel):
-                m.d.comb += ext_strobe.eq(1)
-                m.next = ext_state
-            with m.Else():
-                m.next = resp_state
-                with m.Switch(addr):
-                    yield
 
         with m.FSM():
             with m.State("IDLE"):
@@ -204,23 +235,26 @@ class RegisterBlock(wiring.Component):
                     m.d.sync += addr.eq(bus.araddr & ~3)
                     m.next = "READ"
 
-            with m.State("CHECK"):                   # the range flags settle (below)
+            with m.State("CHECK"):                   # the range flags and the decode settle
                 m.next = "WRITE"
 
             with m.State("WRITE"):
-                m.d.sync += resp.eq(SLVERR)               # unless a case below accepts it
-                with local_or_external(ext_hit & ~mem_hit, self.ext.we, "WRITE_EXT", "BRESP"):
-                    for reg in regmap.REGISTERS:
-                        if reg.external or not reg.sw_writable or reg.words != 1:
-                            continue
-                        with m.Case(reg.offset):
-                            if reg.name in refuse:
-                                with m.If(refuse[reg.name]):
-                                    reject()
-                                with m.Else():
-                                    self._write_register(m, reg, store, pulses, wdata, bmask, resp)
-                            else:
-                                self._write_register(m, reg, store, pulses, wdata, bmask, resp)
+                with m.If(ext_wr):
+                    m.d.comb += self.ext.we.eq(1)
+                    m.next = "WRITE_EXT"
+                with m.Else():
+                    m.next = "BRESP"
+                    with m.If(refused):
+                        m.d.sync += [store[("STATUS", "cfg_reject")].eq(1),
+                                     store[("IRQ_STATUS", "cfg_reject")].eq(1),
+                                     store[("REJECT_ADDR", "addr")].eq(addr)]
+                    m.d.sync += resp.eq(Mux(write_hit & ~refused, OKAY, SLVERR))
+                    for reg in writable:        # one-hot selects: at most one of these applies
+                        ok = sel_of[(reg.name, 0)]
+                        if reg.name in refuse:
+                            ok = ok & ~refuse[reg.name]
+                        with m.If(ok):
+                            self._write_register(m, reg, store, pulses, wdata, bmask)
 
             with m.State("WRITE_EXT"):
                 m.d.sync += resp.eq(Mux(self.ext.err, SLVERR, OKAY))
@@ -231,21 +265,27 @@ class RegisterBlock(wiring.Component):
                 with m.If(bus.bready):
                     m.next = "IDLE"
 
-            with m.State("READ"):
-                m.d.sync += [rdata.eq(0), resp.eq(SLVERR)]
-                with local_or_external(ext_hit, self.ext.re, "READ_EXT", "RRESP"):
-                    for reg in regmap.REGISTERS:
-                        if reg.external:
-                            continue
-                        v = values[reg.name]
-                        if reg.words == 1:
-                            with m.Case(reg.offset):
-                                m.d.sync += [rdata.eq(v), resp.eq(OKAY)]
-                        else:
-                            with m.Case(reg.offset):
-                                m.d.sync += [rdata.eq(v[:32]), resp.eq(OKAY), hi_latch[reg.name].eq(v[32:])]
-                            with m.Case(reg.offset + 4):
-                                m.d.sync += [rdata.eq(hi_latch[reg.name]), resp.eq(OKAY)]
+            with m.State("READ"):                    # the decode settles
+                m.next = "READ_GRP"
+
+            with m.State("READ_GRP"):                # the groups load (above); values sampled here
+                # the low-word read of a 64-bit register latches the high word, in the cycle its
+                # low word is sampled: LO then HI is one snapshot (a local select excludes ext_rd:
+                # not in the enable, for timing)
+                for reg in regmap.REGISTERS:
+                    if not reg.external and reg.words == 2:
+                        with m.If(sel_of[(reg.name, 0)]):
+                            m.d.sync += hi_latch[reg.name].eq(values[reg.name][32:])
+                with m.If(ext_rd):
+                    m.d.comb += self.ext.re.eq(1)
+                    m.next = "READ_EXT"
+                with m.Else():
+                    m.d.sync += resp.eq(Mux(sel.any(), OKAY, SLVERR))
+                    m.next = "READ_SEL"
+
+            with m.State("READ_SEL"):
+                m.d.sync += rdata.eq(grp_or)
+                m.next = "RRESP"
 
             with m.State("READ_EXT"):
                 m.d.sync += [rdata.eq(Mux(self.ext.err, 0, self.ext.rdata)), resp.eq(Mux(self.ext.err, SLVERR, OKAY))]
@@ -295,7 +335,7 @@ class RegisterBlock(wiring.Component):
         return bad
 
     @classmethod
-    def _write_register(cls, m, reg, store, pulses, wdata, bmask, resp):
+    def _write_register(cls, m, reg, store, pulses, wdata, bmask):
         """Apply a software write to ``reg`` (the range check has passed)."""
         for f in reg.fields:
             if not f.sw_writable:
@@ -309,7 +349,6 @@ class RegisterBlock(wiring.Component):
                 m.d.sync += pulses[(reg.name, f.name)].eq(written.any())
             else:
                 m.d.sync += store[(reg.name, f.name)].eq(cls._merged(m, reg, f, store, wdata, bmask))
-        m.d.sync += resp.eq(OKAY)
 
 
 def verilog_tops():

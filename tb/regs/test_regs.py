@@ -285,6 +285,42 @@ async def test_counters_latch_high_word(dut):
     env.sb.check()
 
 
+async def _latency(dut, start, done, op):
+    """Cycles from the ``start`` handshake (AR, or AW with W) to ``done`` (RVALID / BVALID) of ``op``."""
+    t0 = None
+    task = cocotb.start_soon(op)
+    for cycle in range(100):
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if t0 is None and all(int(getattr(dut, f"s_axil__{s}").value) for s in start):
+            t0 = cycle
+        if t0 is not None and int(getattr(dut, f"s_axil__{done}").value):
+            await task
+            return cycle - t0
+    raise AssertionError(f"no {done} within 100 cycles")
+
+
+#: cycles from the address handshake to the response (docs/regs.md)
+LATENCY = {"read": 4, "read_ext": 4, "write": 3, "write_ext": 4}
+
+
+@cocotb.test()
+async def test_response_latency(dut):
+    """Read and write response latencies (local and external targets) are those documented."""
+    env = RegsEnv(dut)
+    await env.start()
+    ar, aw = ("arvalid", "arready"), ("awvalid", "awready", "wvalid", "wready")
+    scratch, fmt_data = regmap.BY_NAME["SCRATCH"].offset, regmap.BY_NAME["FMT_DATA"].offset
+    got = {
+        "read": await _latency(dut, ar, "rvalid", env.read(scratch)),
+        "read_ext": await _latency(dut, ar, "rvalid", env.read(COLDLIST.offset)),
+        "write": await _latency(dut, aw, "bvalid", env.write(scratch, 0x1234)),
+        "write_ext": await _latency(dut, aw, "bvalid", env.write(fmt_data, 1)),
+    }
+    assert got == LATENCY, got
+    env.sb.check()
+
+
 @cocotb.test()
 async def test_driver_over_axil(dut):
     """The host driver (cxlkv.sw.driver) reads identity and counters over AXI4-Lite and reports refusals."""
