@@ -229,6 +229,26 @@ class UARTBridge(wiring.Component):
         index = Signal(range(9))                         # index of the next byte of the frame
         check = Signal(8)                                # XOR of the frame so far
         timer = Signal(range(max(self.timeout_cycles, self.bus_timeout_cycles, self.event_timeout_cycles) + 1))
+        # The FSM only clears the timer or counts it up by one (``t_op``, last assignment wins as for
+        # a sync statement); its limits are flags registered alongside it, ``hit[limit]`` == (timer ==
+        # limit) in every cycle, so no wide compare sits in the FSM's decisions (timing).
+        T_CLEAR, T_COUNT = 1, 2                          # (0: the timer holds)
+        t_op = Signal(2)
+        limits = sorted({self.timeout_cycles - 1, self.bus_timeout_cycles, self.event_timeout_cycles - 1})
+        hit = {n: Signal(name=f"timer_is_{n}", init=int(n == 0)) for n in limits}
+        with m.Switch(t_op):
+            with m.Case(T_CLEAR):
+                m.d.sync += timer.eq(0)
+                m.d.sync += [flag.eq(int(n == 0)) for n, flag in hit.items()]
+            with m.Case(T_COUNT):
+                m.d.sync += timer.eq(timer + 1)
+                m.d.sync += [flag.eq(timer == (n - 1) % (1 << len(timer))) for n, flag in hit.items()]
+
+        def timer_clear():
+            m.d.comb += t_op.eq(T_CLEAR)
+
+        def timer_count():
+            m.d.comb += t_op.eq(T_COUNT)
         # the parser reads the FIFO through a one-byte register: the FIFO's read path and the
         # parser's compare chains do not fit one fast cycle together
         byte = Signal(8)
@@ -240,6 +260,8 @@ class UARTBridge(wiring.Component):
         with m.Elif(consume):
             m.d.sync += byte_valid.eq(0)
         last = Mux(cmd == proto.CMD_WRITE, 8, 4)         # index of the check byte
+        lo_zero = Signal()                               # the frame's byte 2 (count[7:0]) is 0
+        lo_over = Signal()                               # ... is above the event batch's low byte
         in_window = addr[self.addr_width:] == 0
 
         # --- response: status, up to 4 data bytes, then the check byte computed while sending
@@ -250,7 +272,7 @@ class UARTBridge(wiring.Component):
         tx_check = Signal(8)
 
         def respond(kind, code, data=None):
-            m.d.sync += [status.eq(proto.STATUS_BASE | (kind << 2) | code), sent.eq(0), tx_check.eq(0),
+            m.d.sync += [status.eq(proto.STATUS_BASE | (kind << 2) | code),
                          data_len.eq(0 if data is None else 4), rdata.eq(0 if data is None else data)]
             m.next = "RESPOND"
 
@@ -262,10 +284,10 @@ class UARTBridge(wiring.Component):
         def bus_phase(done):
             """A bus handshake or response being awaited: the timer counts; the body runs when
             ``done``, else after ``bus_timeout_cycles`` the request fails with ERR_BUS_TIMEOUT."""
-            m.d.sync += timer.eq(timer + 1)
+            timer_count()
             with m.If(done):
                 yield
-            with m.Elif(timer == self.bus_timeout_cycles):
+            with m.Elif(hit[self.bus_timeout_cycles]):
                 fail(proto.ERR_BUS_TIMEOUT)
 
         def bus_response(ready, valid, kind, resp, data=None):
@@ -278,7 +300,7 @@ class UARTBridge(wiring.Component):
         def events_fail(code, value):
             """An event-batch error answer: 0x60 | code, a 16-bit value, check byte."""
             m.d.comb += proto_error.eq(1)
-            m.d.sync += [status.eq(proto.STATUS_EVENTS | code), sent.eq(0), tx_check.eq(0),
+            m.d.sync += [status.eq(proto.STATUS_EVENTS | code),
                          data_len.eq(2), rdata.eq(value)]
             m.next = "RESPOND"
 
@@ -330,17 +352,26 @@ class UARTBridge(wiring.Component):
         aw_done = Signal()
         w_done = Signal()
 
-        with m.FSM():
+        # an answer starts with sent = 0 and tx_check = 0: both are held there in every state but the
+        # two that send (each entered only from another state), not set by the decision to answer
+        sending = Signal()
+        with m.If(~sending):
+            m.d.sync += [sent.eq(0), tx_check.eq(0)]
+
+        with m.FSM() as fsm:
+            m.d.comb += sending.eq(fsm.ongoing("RESPOND") | (fsm.ongoing("EV_RESPOND") if self.has_events else 0))
             with m.State("HUNT"):
                 m.d.comb += consume.eq(1)
                 with m.If(byte_valid & (byte == proto.SYNC)):
-                    m.d.sync += [index.eq(1), check.eq(proto.SYNC), timer.eq(0)]
+                    m.d.sync += [index.eq(1), check.eq(proto.SYNC)]
+                    timer_clear()
                     m.next = "RECEIVE"
 
             with m.State("RECEIVE"):
                 m.d.comb += consume.eq(1)
                 with m.If(byte_valid):
-                    m.d.sync += [index.eq(index + 1), check.eq(check ^ byte), timer.eq(0)]
+                    m.d.sync += [index.eq(index + 1), check.eq(check ^ byte)]
+                    timer_clear()
                     with m.Switch(index):
                         with m.Case(1):
                             m.d.sync += cmd.eq(byte)
@@ -348,13 +379,17 @@ class UARTBridge(wiring.Component):
                                       & (byte != proto.CMD_EVENTS)):
                                 fail(proto.ERR_COMMAND)
                         with m.Case(2):
-                            m.d.sync += addr[:8].eq(byte)
+                            m.d.sync += [addr[:8].eq(byte), lo_zero.eq(byte == 0), lo_over.eq(byte > (batch & 0xFF))]
                         with m.Case(3):
                             m.d.sync += addr[8:].eq(byte)
                             with m.If(cmd == proto.CMD_EVENTS):     # the count is in: size check, then records
                                 count = Cat(addr[:8], byte)
                                 m.d.sync += [n_events.eq(count), rec.eq(0), off.eq(0), bad_found.eq(0)]
-                                with m.If((count == 0) | (count > batch)):
+                                # count == 0 or count > batch, from flags of the low byte registered
+                                # with it (no 16-bit compare behind the byte register)
+                                hi_over = (byte != 0) if batch >> 8 == 0 else (byte > batch >> 8)
+                                bad_count = ((byte == 0) & lo_zero) | hi_over | ((byte == batch >> 8) & lo_over)
+                                with m.If(bad_count):
                                     events_fail(proto.EV_BATCH_SIZE, batch)
                                 with m.Else():
                                     m.next = "EV_RECEIVE"
@@ -367,13 +402,14 @@ class UARTBridge(wiring.Component):
                             fail(proto.ERR_CHECKSUM)
                         with m.Else():
                             m.next = "EXECUTE"
-                with m.Elif(timer == self.timeout_cycles - 1):
+                with m.Elif(hit[self.timeout_cycles - 1]):
                     fail(proto.ERR_FRAME_TIMEOUT)
                 with m.Else():
-                    m.d.sync += timer.eq(timer + 1)
+                    timer_count()
 
             with m.State("EXECUTE"):
-                m.d.sync += [timer.eq(0), aw_done.eq(0), w_done.eq(0)]
+                m.d.sync += [aw_done.eq(0), w_done.eq(0)]
+                timer_clear()
                 with m.If(cmd == proto.CMD_PING):
                     respond(proto.KIND_PING, 0, proto.PING_MAGIC)
                 with m.Elif(~in_window):
@@ -389,7 +425,8 @@ class UARTBridge(wiring.Component):
             with m.State("EV_RECEIVE"):                  # the records, into the record RAM
                 m.d.comb += consume.eq(1)
                 with m.If(byte_valid):
-                    m.d.sync += [check.eq(check ^ byte), timer.eq(0), off.eq(off + 1)]
+                    m.d.sync += [check.eq(check ^ byte), off.eq(off + 1)]
+                    timer_clear()
                     if self.has_events:
                         m.d.comb += ev_wr.en.eq(Const(1, proto.EVENT_RECORD_BYTES) << off)
                         with m.If(~bad_found & ((byte & ~allowed) != 0)):
@@ -398,14 +435,15 @@ class UARTBridge(wiring.Component):
                         m.d.sync += rec.eq(rec + 1)
                         with m.If(rec == n_events - 1):
                             m.next = "EV_CHECK"
-                with m.Elif(timer == self.timeout_cycles - 1):
+                with m.Elif(hit[self.timeout_cycles - 1]):
                     fail(proto.ERR_FRAME_TIMEOUT)
                 with m.Else():
-                    m.d.sync += timer.eq(timer + 1)
+                    timer_count()
 
             with m.State("EV_CHECK"):                    # the check byte: only a whole, intact batch runs
                 m.d.comb += consume.eq(1)
-                m.d.sync += [timer.eq(0), rec.eq(0), got.eq(0)]
+                m.d.sync += [rec.eq(0), got.eq(0)]
+                timer_clear()
                 with m.If(byte_valid):
                     with m.If((check ^ byte) != 0):
                         fail(proto.ERR_CHECKSUM)
@@ -416,20 +454,20 @@ class UARTBridge(wiring.Component):
                             m.next = "EV_FETCH"
                         else:
                             events_fail(proto.EV_STALLED, 0)
-                with m.Elif(timer == self.timeout_cycles - 1):
+                with m.Elif(hit[self.timeout_cycles - 1]):
                     fail(proto.ERR_FRAME_TIMEOUT)
                 with m.Else():
-                    m.d.sync += timer.eq(timer + 1)
+                    timer_count()
 
             if self.has_events:
                 def run_timer(progress):
                     """Cycles without an event or decision handshake end the batch: 'stalled after got'."""
                     with m.If(progress | self.decision.valid):
-                        m.d.sync += timer.eq(0)
-                    with m.Elif(timer == self.event_timeout_cycles - 1):
+                        timer_clear()
+                    with m.Elif(hit[self.event_timeout_cycles - 1]):
                         events_fail(proto.EV_STALLED, got)
                     with m.Else():
-                        m.d.sync += timer.eq(timer + 1)
+                        timer_count()
 
                 with m.State("EV_FETCH"):                # read record ``rec`` (the RAM answers next cycle)
                     m.d.comb += [in_batch.eq(1), ev_rd.en.eq(1)]
@@ -448,7 +486,7 @@ class UARTBridge(wiring.Component):
 
                 with m.State("EV_DRAIN"):                # every event is in: wait for the last decisions
                     m.d.comb += in_batch.eq(1)
-                    m.d.sync += [out_rec.eq(0), out_byte.eq(0), sent.eq(0), tx_check.eq(0)]
+                    m.d.sync += [out_rec.eq(0), out_byte.eq(0)]
                     with m.If(got == n_events):
                         m.next = "EV_RESPOND"
                     with m.Else():
@@ -481,7 +519,7 @@ class UARTBridge(wiring.Component):
             with m.State("READ_ADDRESS"):
                 m.d.comb += bus.arvalid.eq(1)
                 with bus_phase(bus.arready):
-                    m.d.sync += timer.eq(0)
+                    timer_clear()
                     m.next = "READ_DATA"
 
             with m.State("READ_DATA"):
@@ -495,7 +533,7 @@ class UARTBridge(wiring.Component):
                 with m.If(bus.wready):
                     m.d.sync += w_done.eq(1)
                 with bus_phase((aw_done | bus.awready) & (w_done | bus.wready)):
-                    m.d.sync += timer.eq(0)
+                    timer_clear()
                     m.next = "WRITE_RESPONSE"
 
             with m.State("WRITE_RESPONSE"):
