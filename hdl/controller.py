@@ -88,16 +88,20 @@ class TrackerMemory(wiring.Component):
 
     ``ports`` are the tracker's signature members; the memory takes the flipped metadata read
     channel (``meta_rd`` -> ``meta_rd_data``) and write channel (``meta_wr``): one 64-bit RAM of
-    ``queues x positions`` words addressed ``{queue, position}``; a read sees a write to its
-    word in the same cycle.
+    ``queues x positions`` words addressed ``{queue, position}``; a read sees every write to its
+    word accepted in an earlier cycle or in the same cycle (the same-cycle one forwarded).
 
     On an FPGA this is block RAM for small geometries, or the board's SDRAM/DDR behind the same
-    ports; here it makes the top exact and fast to simulate. A read is answered in the next
-    cycle and held until taken; writes are posted. After reset the RAM is swept to zero, one
-    word per cycle (``busy`` meanwhile; requests wait): the tracker needs it zero before first use.
+    ports; here it makes the top exact and fast to simulate. A read is answered two cycles after
+    it is accepted (the RAM's read, then a register: the block RAM's slow output goes straight
+    into flip-flops) and held until taken; one read per cycle when the answers are taken; writes
+    are posted. After reset the RAM is swept to zero, one word per cycle (``busy`` meanwhile;
+    requests wait): the tracker needs it zero before first use.
     """
 
     NAMES = ("meta_rd", "meta_rd_data", "meta_wr")
+    #: cycles from a read's acceptance to its answer on ``meta_rd_data``
+    READ_LATENCY = 2
 
     def __init__(self, geom, ports):
         self.geom = geom
@@ -115,26 +119,50 @@ class TrackerMemory(wiring.Component):
         with m.If(clearing):
             m.d.sync += clr.eq(clr + 1)
 
+        # Two stages: s1, the RAM read (its answer in ram_q, held until s1 moves on); s2, the answer
+        # registered again (``q``) on resp. s1 moves on when s2 is empty or being taken.
         req, resp, wreq = self.meta_rd, self.meta_rd_data, self.meta_wr
-        pend = Signal()                             # a read answer is on resp, not yet taken
+        p1 = Signal()                               # a read in s1
+        p2 = Signal()                               # an answer on resp, not yet taken
+        adv2 = Signal()                             # s2 loads from s1 this cycle
         can = Signal()
         rd_take = Signal()
         wr_take = Signal()
-        m.d.comb += [can.eq(~clearing & (~pend | resp.ready)), req.ready.eq(can),
-                     rd_take.eq(req.valid & can), resp.valid.eq(pend),
+        m.d.comb += [adv2.eq(~p2 | resp.ready),
+                     can.eq(~clearing & (~p1 | adv2)), req.ready.eq(can),
+                     rd_take.eq(req.valid & can), resp.valid.eq(p2),
                      wreq.ready.eq(~clearing), wr_take.eq(wreq.valid & ~clearing)]
-        with m.If(rd_take):
-            m.d.sync += pend.eq(1)
-        with m.Elif(resp.ready):
-            m.d.sync += pend.eq(0)
-        m.submodules.meta = meta = Memory(shape=META_BITS, depth=depth, init=[])
+        with m.If(adv2):
+            m.d.sync += p2.eq(p1)
+        with m.If(~p1 | adv2):
+            m.d.sync += p1.eq(rd_take)
+
+        # The read: an asynchronous port and a register (``ram_q``, enabled by the read) that Yosys
+        # folds into the block RAM's synchronous port. no_rw_check lets it leave a read in the same
+        # cycle as a write to its word undefined instead of emulating "old data" with a mux behind
+        # the RAM's (slow) output; that case is forwarded below (fwd1), so it is never used.
+        m.submodules.meta = meta = Memory(shape=META_BITS, depth=depth, init=[], attrs={"no_rw_check": 1})
         wr = meta.write_port()
-        rd = meta.read_port(transparent_for=(wr,))     # a read sees the write of the same cycle
-        m.d.comb += [rd.addr.eq(req.payload.addr), rd.en.eq(rd_take),
-                     wr.addr.eq(Mux(clearing, clr, wreq.payload.addr)),
-                     wr.data.eq(Mux(clearing, 0, wreq.payload.wdata)),
-                     wr.en.eq(clearing | wr_take),
-                     resp.payload.eq(rd.data)]
+        rd = meta.read_port(domain="comb")
+        ram_q = Signal(META_BITS)
+        with m.If(rd_take):
+            m.d.sync += ram_q.eq(rd.data)
+        waddr = Signal.like(wr.addr)
+        wdata = Signal(META_BITS)
+        m.d.comb += [waddr.eq(Mux(clearing, clr, wreq.payload.addr)),
+                     wdata.eq(Mux(clearing, 0, wreq.payload.wdata)),
+                     wr.addr.eq(waddr), wr.data.eq(wdata), wr.en.eq(clearing | wr_take),
+                     rd.addr.eq(req.payload.addr)]
+        fwd1 = Signal()                             # s1's read met a write to its word when accepted
+        fdata1 = Signal(META_BITS)
+        with m.If(rd_take):
+            m.d.sync += [fwd1.eq(wr.en & (waddr == req.payload.addr)), fdata1.eq(wdata)]
+        q = Signal(META_BITS)
+        fwd2 = Signal()
+        fdata2 = Signal(META_BITS)
+        with m.If(adv2):
+            m.d.sync += [q.eq(ram_q), fwd2.eq(fwd1), fdata2.eq(fdata1)]
+        m.d.comb += resp.payload.eq(Mux(fwd2, fdata2, q))
         return m
 
 
