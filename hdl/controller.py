@@ -374,22 +374,24 @@ class Controller(wiring.Component):
         ]
 
         # the deadline ring must hold every live key (models.controller.buckets_needed): checked
-        # over three registered steps (a multiply and a shift: off the event path). While the
-        # configuration differs from the one last checked (ring_stale: three cycles after a write
-        # of TLN_R, TLN_D or HW_BUCKET) the events are held, STATUS.busy is 1 and register reads
+        # over four registered steps (the larger TLN, a multiply, a shift, the compare: off the
+        # event path). While the configuration differs from the one last checked (ring_stale: four
+        # cycles after a write of TLN_R, TLN_D or HW_BUCKET) the events are held, STATUS.busy is 1 and register reads
         # wait, so a read right after the write sees the settled STATUS.ring_error. (The
         # tracker's own cfg_error checks the same, later: it is not needed here.)
         cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
-        cfg_1, cfg_2, cfg_seen = Signal.like(cfg_now), Signal.like(cfg_now), Signal.like(cfg_now)
+        cfg_1, cfg_2, cfg_3, cfg_seen = (Signal.like(cfg_now) for _ in range(4))
         tln_max = Signal.like(regs.tln_r_value)
-        bb_1 = Signal.like(regs.hw_bucket_bits)
+        bb_1, bb_2 = Signal.like(regs.hw_bucket_bits), Signal.like(regs.hw_bucket_bits)
+        f_prod = Signal(len(tln_max) + 12)
         f_max = Signal(len(tln_max) + 12)
         ring_bad = Signal()
         m.d.sync += [
             cfg_1.eq(cfg_now), bb_1.eq(regs.hw_bucket_bits),
             tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
-            cfg_2.eq(cfg_1), f_max.eq(((tln_max * P.hw_log2_q8(MS.SCORE_MAX)) >> 16) >> bb_1),
-            cfg_seen.eq(cfg_2), ring_bad.eq(f_max + 2 > g.n_buckets),
+            cfg_2.eq(cfg_1), bb_2.eq(bb_1), f_prod.eq(tln_max * P.hw_log2_q8(MS.SCORE_MAX)),
+            cfg_3.eq(cfg_2), f_max.eq((f_prod >> 16) >> bb_2),
+            cfg_seen.eq(cfg_3), ring_bad.eq(f_max + 2 > g.n_buckets),
         ]
         ring_stale = Signal()
         ring_error = Signal()
