@@ -11,16 +11,17 @@ position} is answered on the decision stream too (``lookup`` = 1: resident and s
 changes). The engine is a pipeline that takes one event (or victim request, prefetch insert or
 lookup) per clock:
 
-* **input register** (F): the inputs in priority order into a two-entry register; the CAM
-  compare with the records in flight is taken there, a cycle early, and an event's step state
-  (per queue) is read and written as it enters (items enter in accept order, so the next one
-  reads it a cycle later with no forwarding);
+* **input register** (F): the inputs in priority order into a two-entry shifting FIFO; the CAM
+  compare with the records in flight is taken as an item enters it, and an event's step state
+  (per queue) is read and written as it enters cand (items enter in accept order, so the next
+  one reads it a cycle later with no forwarding);
 * **accept** (A): the metadata read request, and the (queue, position) match among the events in
   flight: a match takes its metadata from the youngest older event instead of memory
   (forwarding; no read is issued). A prefetch insert in flight forwards only to a record of the
   same step (whether it changed anything is known only in the list stage, and at the same step
   both outcomes give the same start); a record of a later step waits at accept until it has
-  retired;
+  retired. The decision is made from registers: the match, "forwards" and "waits" are computed
+  a cycle ahead for the next item (docs/tracker.md, "The pipeline");
 * **r0..r15**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
   sum, the shift; the exp2 ROM (block RAM) and its shift; the decay multiply; the rounding and
   sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2 (leading one,
@@ -28,7 +29,8 @@ lookup) per clock:
   its entry reads that record's new EMA from the in-flight buffer into r6, which the source
   writes as it enters r10, so it waits before r0 while its source is in r0..r3
   (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r15 also reads the queue's words into registers (the list
-  stage's own write bypassed) and checks residency, with the list stage's change of the slot;
+  stage's own write bypassed), compares the key with the queue's keys, and checks residency,
+  with the list stage's change of the slot (the record's slot itself is read entering r15);
 * **r16, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
   pointer write of the event merged; the lowest non-empty bucket is kept in the list state (its
   successor found in parallel with the event's pointer reads); a bucket that falls below the

@@ -1,6 +1,6 @@
 """The board top's glue blocks alone between registers on the ULX3S 85F, at the 125 MHz goal.
 
-``python -m cxlkv.tb.fpga.blocks regs|uartbridge|trackermem`` (one place and route each, from
+``python -m cxlkv.tb.fpga.blocks regs|uartbridge|trackermem|bisnoop`` (one place and route each, from
 seconds to a few minutes; not part of ``make bench``): ``fpga.ulx3s_85f.<block>.*`` records on
 standard output, builds in build/fpga/bench-ulx3s-85f-<block>/. The blocks are built as the
 board top builds them (hdl/boards/ulx3s.py ``CONTROLLER``: 4 x 2 queues x 2^9 positions, 16
@@ -81,12 +81,17 @@ def block(name):
         ctl = _controller()
         return (lambda: TrackerMemory(ctl.geom, ctl._tracker_ports),
                 f"TrackerMemory, {ctl.geom.n_queues} queues x {ctl.geom.n_positions} x 64 bits")
-    raise SystemExit(f"unknown block {name!r}: regs, uartbridge or trackermem")
+    if name == "bisnoop":               # not in the board top yet (docs/bisnoop.md, "Figures")
+        from cxlkv.hdl.bisnoop import BISnoopEngine
+        from cxlkv.models.controller import BI_PARK_DEPTH
+        return (lambda: BISnoopEngine(lines=64, n_tags=16, park_depth=BI_PARK_DEPTH, data_width=8),
+                f"BISnoopEngine(lines=64, n_tags=16, park_depth={BI_PARK_DEPTH}, data_width=8)")
+    raise SystemExit(f"unknown block {name!r}: regs, uartbridge, trackermem or bisnoop")
 
 
 def main(argv):
     if len(argv) != 1:
-        raise SystemExit("usage: python -m cxlkv.tb.fpga.blocks regs|uartbridge|trackermem")
+        raise SystemExit("usage: python -m cxlkv.tb.fpga.blocks regs|uartbridge|trackermem|bisnoop")
     make, design = block(argv[0])
     for rec in measure_block(argv[0], make, design):
         print(json.dumps(rec))
