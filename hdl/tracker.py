@@ -13,8 +13,8 @@ lookup) per clock:
 
 * **input register** (F): the inputs in priority order into a two-entry shifting FIFO; the CAM
   compare with the records in flight is taken as an item enters it, and an event's step state
-  (per queue) is read and written as it enters cand (items enter in accept order, so the next
-  one reads it a cycle later with no forwarding);
+  (per queue) is read as it enters cand and written while it is there (items enter in accept
+  order; the next one takes cand's state when cand writes its queue);
 * **accept** (A): the metadata read request, and the (queue, position) match among the events in
   flight: a match takes its metadata from the youngest older event instead of memory
   (forwarding; no read is issued). A prefetch insert in flight forwards only to a record of the
@@ -22,16 +22,17 @@ lookup) per clock:
   both outcomes give the same start); a record of a later step waits at accept until it has
   retired. The decision is made from registers: the match, "forwards" and "waits" are computed
   a cycle ahead for the next item (docs/tracker.md, "The pipeline");
-* **r0..r15**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
-  sum, the shift; the exp2 ROM (block RAM) and its shift; the decay multiply; the rounding and
+* **r0..r16**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
+  sum, the shift; the exp2 ROM (block RAM), its word registered, its shift; the decay multiply; the rounding and
   sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2 (leading one,
   ROM); the retention multiply; step + F; the key. A record that forwards from an older record of
-  its entry reads that record's new EMA from the in-flight buffer into r6, which the source
-  writes as it enters r10, so it waits before r0 while its source is in r0..r3
-  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r15 also reads the queue's words into registers (the list
-  stage's own write bypassed), compares the key with the queue's keys, and checks residency,
-  with the list stage's change of the slot (the record's slot itself is read entering r15);
-* **r16, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
+  its entry reads that record's new EMA from the in-flight buffer into r7, which the source
+  writes as it enters r11, so it waits before r0 while its source is in r0..r3
+  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r16 also reads the
+  queue's words into registers (the list stage's own write bypassed), compares the key with the
+  queue's keys, and checks residency, with the list stage's change of the slot (the record's
+  slot itself is read entering r16);
+* **r17, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
   pointer write of the event merged; the lowest non-empty bucket is kept in the list state (its
   successor found in parallel with the event's pointer reads); a bucket that falls below the
   ring's reach is spliced to the expired list first, one extra cycle per non-empty bucket (rare:
@@ -193,7 +194,7 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 22`` cycles), ``select`` (the victim selection structure: "ring",
+    hides is about ``inflight - 23`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
     queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
@@ -288,6 +289,8 @@ class Tracker(wiring.Component):
             shape=g.list_layout() if self.select == "ring" else self._mlist_layout(), depth=g.n_queues, init=[])
         ls_rd = list_mem.read_port(domain="comb")
         ls_wr = list_mem.write_port()
+        if self.select == "matrix":
+            ls_rd_res = list_mem.read_port(domain="comb")       # residency, two stages ahead
         if self.select == "ring":
             m.submodules.bhead = bhead = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
             m.submodules.btail = btail = Memory(shape=g.sb, depth=g.n_queues * R, init=[])
@@ -432,26 +435,20 @@ class Tracker(wiring.Component):
         load_c = Signal()
         m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
-        # The step stage (per queue): an event's step state is written as it enters cand. Items
-        # enter cand in order and each is taken, so that is the order of accept, and the next
-        # item reads the state in the next cycle with no forwarding (and no loop through accept's
-        # decision). A prefetch insert or lookup takes the queue's current step and mode and
-        # changes neither.
+        # The step stage (per queue): an event's step state is read as it enters cand and written
+        # while it is in cand (from cand's registers: the read, the compare and the increment are
+        # in different cycles). Items enter cand in order and each is taken, so that is the order
+        # of accept; the item entering cand takes cand's state instead of the RAM's when cand
+        # writes its queue (that write lands at the end of the cycle), so it needs no other
+        # forwarding and there is no loop through accept's decision. A prefetch insert or lookup
+        # takes the queue's current step and mode and changes neither.
+        st_left = Signal(g.step_layout())                     # the state cand's event leaves
+        cand_writes = Signal()
         m.d.comb += st_rd.addr.eq(nxt.q)
-        st_nxt = data.View(g.step_layout(), st_rd.data)
+        st_nxt = data.View(g.step_layout(), Mux(cand_writes & (cand.q == nxt.q), st_left, st_rd.data))
         nxt_back, nxt_new = Signal(), Signal()
         m.d.comb += [nxt_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
                      nxt_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step))]
-        sat = (1 << g.step_reads) - 1
-        n_reads0 = Mux(nxt_new | ~st_nxt.started, 0, st_nxt.step_reads)
-        with m.If(load_c & (nxt.src == SRC_E) & ~nxt.bad):
-            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(nxt.q),
-                         st_wr.data.eq(pack(g.step_layout(), started=Const(1, 1),
-                                            cur_step=Mux(nxt_back, st_nxt.cur_step, nxt.step),
-                                            step_reads=Mux(nxt.write | (n_reads0 == sat), n_reads0, n_reads0 + 1),
-                                            dense=Mux(~st_nxt.started, 0,
-                                                      Mux(nxt_new, (self.tln_d != 0) & (st_nxt.step_reads > self.budget),
-                                                          st_nxt.dense))))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         with m.If(load_c):
@@ -536,12 +533,19 @@ class Tracker(wiring.Component):
         new = Signal(rlay)
         m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l)]
 
-        # the event's step and mode (its step state was written as it entered cand, above)
+        # the event's step and mode, and the step state it leaves (written while it is in cand)
         s_in = cand.step
         backwards = cand_back
         s_use = Mux(backwards, st.cur_step, s_in)
         new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
+        sat = (1 << g.step_reads) - 1
+        n_reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
+        m.d.comb += [cand_writes.eq(cand_v & sel_e & ~cand.bad),
+                     st_left.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use, dense=dense,
+                                     step_reads=Mux(cand.write | (n_reads0 == sat), n_reads0, n_reads0 + 1)))]
+        with m.If(cand_writes):
+            m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
         m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
         one_new = Signal(D)
@@ -632,10 +636,10 @@ class Tracker(wiring.Component):
             m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
         # ---------------------------------------------------------------- back end
-        NS = 17
+        NS = 18
         LS = NS - 1                     # the list stage
-        SRC_R = 6                       # the forwarded EMA is read from the in-flight buffer into r6
-        EMA_W = 10                      # the new EMA enters r10, and the in-flight buffer then
+        SRC_R = 7                       # the forwarded EMA is read from the in-flight buffer into r7
+        EMA_W = 11                      # the new EMA enters r11, and the in-flight buffer then
         adv = Signal()
         adv6 = Signal()
         splice = Signal()
@@ -657,7 +661,7 @@ class Tracker(wiring.Component):
         # r[EMA_W]. So the record waits here while its source is fewer than EMA_W - SRC_R stages
         # ahead: no EMA is ever bypassed between stages, and every stage holds one multiply, add
         # or shift. A record behind a prefetch insert takes the insert's decay inputs instead
-        # (r5, below) and lookups use only the slot (the list stage's): neither waits. Traces
+        # (r6, below) and lookups use only the slot (the list stage's): neither waits. Traces
         # hardly have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
         behind = Signal()
         m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & ~head_rec.fwd_pf &
@@ -671,15 +675,16 @@ class Tracker(wiring.Component):
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
 
-        # Stage registers r[0..16] move together (adv); r[16] is the list stage; r_out is the
+        # Stage registers r[0..17] move together (adv); r[17] is the list stage; r_out is the
         # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
         # pipeline). What each register holds beside its record:
         #   r0: the metadata word        r1: age = sat(step - t_last)   r2: age x mant, two halves
         #   r3: age x mant               r4: y = age x mant >> shift    r5: exp2 ROM word (block RAM)
-        #   r6: e = 2^-y, the old EMA    r7: old EMA x e                r8: dec = decayed EMA, sample - dec
-        #   r9: (sample - dec) x alpha   r10: the new EMA               r11: its log2 ROM address
-        #   r12: log2 of the new EMA     r13: F = log2 x tln            r14: step + F
-        #   r15: key                     r16: the list stage            r_out: decision / metadata word
+        #   r6: the ROM word, registered r7: e = 2^-y, the old EMA      r8: old EMA x e
+        #   r9: dec = decayed EMA, sample - dec                         r10: (sample - dec) x alpha
+        #   r11: the new EMA             r12: its log2 ROM address      r13: log2 of the new EMA
+        #   r14: F = log2 x tln          r15: step + F                  r16: key
+        #   r17: the list stage          r_out: decision / metadata word
         def carry(name, shape, first, last):
             """Signals of ``shape`` that carry a value along with the record from r[first] to r[last]."""
             return {i: Signal(shape, name=f"{name}{i}") for i in range(first, last + 1)}
@@ -712,11 +717,18 @@ class Tracker(wiring.Component):
                          am.eq(am_lo + (am_hi << half)),
                          y0.eq(am >> self.rate_shift)]
 
-        # r4 -> r5: the exp2 ROM word (a synchronous read: block RAM); r5 -> r6: e = word >> yi,
-        # and the EMA to decay: the memory's, or the forwarding source's from the in-flight buffer
+        # r4 -> r5: the exp2 ROM word (a synchronous read: block RAM); r5 -> r6: the word into a
+        # register (a block RAM's output is slow: 5.6 ns from the clock on this part); r6 -> r7:
+        # e = word >> yi, and the EMA to decay: the memory's, or the forwarding source's from the
+        # in-flight buffer
         yi = Signal(AGE_BITS + S.MANT_BITS - S.Y_FRAC_BITS)
         m.d.comb += [yi.eq(y0[S.Y_FRAC_BITS:]), e_rd.addr.eq(y0[:S.Y_FRAC_BITS]), e_rd.en.eq(adv)]
         yi_big, yi5 = Signal(), Signal(5)
+        yi_big6, yi5_6 = Signal(), Signal(5)
+        e_word6 = Signal.like(e_rd.data)
+        with m.If(adv):
+            m.d.sync += [yi_big.eq(yi >= S.EXP_SHIFT_LIMIT), yi5.eq(yi[:5]),
+                         yi_big6.eq(yi_big), yi5_6.eq(yi5), e_word6.eq(e_rd.data)]
         e_val = Signal(S.SCORE_BITS + 1)
         src_ema = Signal(S.SCORE_BITS)
         x5 = r[SRC_R - 1]
@@ -725,7 +737,7 @@ class Tracker(wiring.Component):
         # entered r6: an insert only decays, so the record's decay gives the insert's new EMA,
         # and it needs no wait (a read right behind its own prefetch is the common case).
         e_own = Signal(S.SCORE_BITS + 1)
-        m.d.comb += e_own.eq(Mux(yi_big, 0, e_rd.data >> yi5))
+        m.d.comb += e_own.eq(Mux(yi_big6, 0, e_word6 >> yi5_6))
         pf_src = Signal()
         m.d.comb += pf_src.eq(x5.fwd & x5.fwd_pf)
         e5, src5 = Signal.like(e_val), Signal.like(src_ema)
@@ -733,56 +745,56 @@ class Tracker(wiring.Component):
                      src5.eq(Mux(x5.fwd, Mux(x5.fwd_pf, f_read(f_src, x5.fwd_tag), f_read(f_ema, x5.fwd_tag)),
                                  ema_m[SRC_R - 1]))]
         with m.If(adv):
-            m.d.sync += [yi_big.eq(yi >= S.EXP_SHIFT_LIMIT), yi5.eq(yi[:5]), e_val.eq(e5), src_ema.eq(src5)]
+            m.d.sync += [e_val.eq(e5), src_ema.eq(src5)]
         with m.If(adv & v[SRC_R - 1] & (x5.kind == K_EVENT)):
             f_write(x5.tag, (f_src, src5), (f_e, e5))
 
-        # r6 -> r7 -> r8 -> r9 -> r10: the decay (one multiply, then the rounding and sample - dec),
+        # r7 -> r8 -> r9 -> r10 -> r11: the decay (one multiply, then the rounding and sample - dec),
         # the step towards the sample (one multiply, then the sum); a prefetch insert only decays
         dprod = Signal(2 * (S.SCORE_BITS + 1))
         dec = Signal(S.SCORE_BITS)
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         dec9 = Signal(S.SCORE_BITS)
         sprod = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
-        x8, x9 = r[8], r[9]
+        x10 = r[EMA_W - 1]
         dec_w = Signal(S.SCORE_BITS)
         m.d.comb += dec_w.eq((dprod + 0x8000) >> 16)
         ema_new = Signal(S.SCORE_BITS)
-        m.d.comb += ema_new.eq(Mux(x9.pf, dec9, dec9 + ((sprod + 0x8000) >> 16)))
+        m.d.comb += ema_new.eq(Mux(x10.pf, dec9, dec9 + ((sprod + 0x8000) >> 16)))
         with m.If(adv):
             m.d.sync += [dprod.eq(src_ema * e_val),
-                         dec.eq(dec_w), ema_diff.eq(r[7].smp - dec_w),
+                         dec.eq(dec_w), ema_diff.eq(r[SRC_R + 1].smp - dec_w),
                          sprod.eq(ema_diff * alpha_eff), dec9.eq(dec),
                          ema_n[EMA_W].eq(ema_new)]
-        with m.If(adv & v[EMA_W - 1] & (x9.kind == K_EVENT)):
-            f_write(x9.tag, (f_ema, ema_new))
+        with m.If(adv & v[EMA_W - 1] & (x10.kind == K_EVENT)):
+            f_write(x10.tag, (f_ema, ema_new))
 
-        # r10 -> r11 -> r12: log2 of the new EMA (leading one and mantissa; the ROM)
-        ema10 = ema_n[EMA_W]
+        # r11 -> r12 -> r13: log2 of the new EMA (leading one and mantissa; the ROM)
+        ema11 = ema_n[EMA_W]
         msb = Signal(4)
         mant8 = Signal(8)
         for b in range(S.SCORE_BITS):
-            with m.If(ema10[b]):
-                m.d.comb += [msb.eq(b), mant8.eq((ema10 << 8) >> b)]
+            with m.If(ema11[b]):
+                m.d.comb += [msb.eq(b), mant8.eq((ema11 << 8) >> b)]
         msb11, mant11, zero11 = Signal(4), Signal(8), Signal()
         log2q8 = Signal(12)
         m.d.comb += l_rd.addr.eq(mant11)
         with m.If(adv):
-            m.d.sync += [msb11.eq(msb), mant11.eq(mant8), zero11.eq(ema10 == 0),
+            m.d.sync += [msb11.eq(msb), mant11.eq(mant8), zero11.eq(ema11 == 0),
                          log2q8.eq(Mux(zero11, 0, Cat(l_rd.data, msb11)))]
 
-        # r12 -> r13: retention (one multiply); r13 -> r14 -> r15: the key, (step + F) >> bits
-        tln = Mux(r[12].dense, self.tln_d, self.tln_r)
+        # r13 -> r14: retention (one multiply); r14 -> r15 -> r16: the key, (step + F) >> bits
+        tln = Mux(r[EMA_W + 2].dense, self.tln_d, self.tln_r)
         f_val = Signal(F_BITS)
         ksum = Signal(S.STEP_BITS + 1)
         key = Signal(T.KEY_BITS)
-        key15 = Signal(T.KEY_BITS)
+        key_pre = Signal(T.KEY_BITS)
         with m.If(adv):
             m.d.sync += [f_val.eq((log2q8 * tln) >> 16),
-                         ksum.eq(r[13].step + f_val),
-                         key15.eq(ksum >> self.bucket_bits), key.eq(key15)]
+                         ksum.eq(r[EMA_W + 3].step + f_val),
+                         key_pre.eq(ksum >> self.bucket_bits), key.eq(key_pre)]
 
-        # ------------------------------------------------------------ r16: the list stage
+        # ------------------------------------------------------------ r17: the list stage
         x = r[LS]
         is_ev = v[LS] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
         commit = Signal()               # the list stage completes an event this cycle
@@ -846,20 +858,20 @@ class Tracker(wiring.Component):
             # (a column outside the mask is all ones), so a row's AND needs no mask: row X is
             # written with the mask applied, and column X set to all ones when X leaves it.
             #
-            # The queue's three words are read a stage early, by the record in r6, into registers
+            # The queue's three words are read a stage early, by the record in r16, into registers
             # (the RAM read is off the list stage's loop); the list stage's own writes of that
             # queue in the same cycle are taken instead of the RAM's (the only writes a record in
-            # r6 cannot see yet: the list stage is one record ahead).
-            q6 = r[LS - 1].q
-            m.d.comb += [ls_rd.addr.eq(q6), mx_rd.addr.eq(q6), mk_rd.addr.eq(q6)]
+            # r16 cannot see yet: the list stage is one record ahead).
+            q_pre = r[LS - 1].q
+            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre)]
             snap_ls = Signal(self._mlist_layout())
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
             with m.If(adv):
                 m.d.sync += [
-                    snap_ls.eq(Mux(ls_wr.en & (ls_wr.addr == q6), ls_wr.data, ls_rd.data)),
-                    snap_mx.eq(Mux(mx_wr.en & (mx_wr.addr == q6), mx_wr.data, mx_rd.data)),
-                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q6), mk_wr.data, mk_rd.data)),
+                    snap_ls.eq(Mux(ls_wr.en & (ls_wr.addr == q_pre), ls_wr.data, ls_rd.data)),
+                    snap_mx.eq(Mux(mx_wr.en & (mx_wr.addr == q_pre), mx_wr.data, mx_rd.data)),
+                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre), mk_wr.data, mk_rd.data)),
                 ]
             mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
@@ -897,9 +909,9 @@ class Tracker(wiring.Component):
             m.d.comb += [ps_rd_s.addr.eq(saddr(slot_src)), pos_s.eq(ps_rd_s.data)]
             m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
         else:
-            # checked as the record enters this stage (r6, below), with this stage's own change
-            res7, slot7, slot1h7 = Signal(), Signal(g.sb), Signal(SQ)
-            m.d.comb += [slot_src.eq(slot7), resident.eq(res7)]
+            # checked as the record enters this stage (r16, below), with this stage's own change
+            res_ls, slot_ls, slot1h_ls = Signal(), Signal(g.sb), Signal(SQ)
+            m.d.comb += [slot_src.eq(slot_ls), resident.eq(res_ls)]
         pinned = Signal()
         m.d.comb += pinned.eq(x.position < self.pinned)
 
@@ -911,8 +923,8 @@ class Tracker(wiring.Component):
         if self.select == "ring":
             m.d.comb += free.eq(has_room(nres))
         else:
-            free7 = Signal()            # registered as the record enters this stage (below)
-            m.d.comb += free.eq(free7)
+            free_ls = Signal()            # registered as the record enters this stage (below)
+            m.d.comb += free.eq(free_ls)
         vic = Signal(g.sb)
         vic_any = Signal()
         if self.select == "ring":
@@ -1088,20 +1100,20 @@ class Tracker(wiring.Component):
             upd = Signal(SQ)
             free1h = Signal(SQ)             # the next free slot, one-hot
             m.d.comb += free1h.eq(Const(1, SQ) << nres[:g.sb])
-            m.d.comb += upd.eq(Mux(resident, slot1h7, Mux(do_free, free1h, first)))
+            m.d.comb += upd.eq(Mux(resident, slot1h_ls, Mux(do_free, free1h, first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
-            # (compared as the record enters this stage, from r15's key and the queue's keys in
+            # (compared as the record enters this stage, from r16's key and the queue's keys in
             # the RAM, or this stage's new key for the slot its event rewrites in that cycle)
             before = Signal(SQ)
-            x15 = r[LS - 1]
-            mk15 = [mk_rd.data[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
-            rewrites15 = Signal()
-            m.d.comb += rewrites15.eq(mk_wr.en & (mk_wr.addr == x15.q))
-            cmp_here = Mux(x15.dense, key15 <= key, key15 < key)
+            x_pre = r[LS - 1]
+            mk_pre = [mk_rd.data[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
+            rewrites_pre = Signal()
+            m.d.comb += rewrites_pre.eq(mk_wr.en & (mk_wr.addr == x_pre.q))
+            cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
             with m.If(adv):
-                m.d.sync += before.eq(Cat(*[Mux(rewrites15 & upd[j], cmp_here,
-                                                Mux(x15.dense, key15 <= mk15[j], key15 < mk15[j]))
+                m.d.sync += before.eq(Cat(*[Mux(rewrites_pre & upd[j], cmp_here,
+                                                Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
                                             for j in range(SQ)]))
             m_new = Signal(SQ * SQ)
             row_x = Signal(SQ)              # row X, masked (lst[j] is lst_new[j] for j != X)
@@ -1145,53 +1157,58 @@ class Tracker(wiring.Component):
         m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))     # (nobody forwards from a prefetch)
         if self.select == "matrix":
             slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot)
-            m.d.comb += slot1h_after.eq(Mux(no_victim, slot1h7, upd))
+            m.d.comb += slot1h_after.eq(Mux(no_victim, slot1h_ls, upd))
         with m.If(commit):
             f_write(x.tag, (f_slot, slot_after))
 
         if self.select == "matrix":
-            # -- residency of the record entering this stage (from r15), registered: the slot its
+            # -- residency of the record entering this stage (from r16), registered: the slot its
             # position holds (the metadata's, or the in-flight buffer's when it forwards) and
-            # whether the queue's word (RAM, before this stage's write) still gives it that slot.
+            # whether the queue's word (before this stage's write) still gives it that slot.
             # This stage's event changes that in two ways: it is the record's own source (same
             # entry, one ahead: the position is where it left it), or it takes that slot.
-            x6 = r[LS - 1]
-            mq6 = data.View(self._mlist_layout(), ls_rd.data)
-            # The record's slot (binary and one-hot) is read a stage earlier still, as it enters
-            # r15: from the in-flight buffer, or from this stage when the source is here then (it
-            # writes the buffer in that cycle). A source one ahead of r15 is src_here, below.
-            x5 = r[LS - 2]
-            slot6, slot1h6 = Signal(g.sb), Signal(SQ)
-            src_two = Signal()
-            m.d.comb += src_two.eq(x5.fwd & v[LS] & (x.tag == x5.fwd_tag))
-            slot5 = Signal(g.sb)
-            m.d.comb += slot5.eq(Mux(x5.fwd, f_read(f_slot, x5.fwd_tag), slot_m[LS - 2]))
+            # The record's slot (binary and one-hot) and the queue's word are read a stage earlier
+            # still, as it enters r16: the slot from the in-flight buffer, or from this stage when
+            # the source is here then (it writes the buffer in that cycle; a source one ahead of
+            # r16 is src_here, below); the word from the RAM, or this stage's write of it (so the
+            # word in r16 is the RAM as r16 would read it, off the RAM's read path).
+            x_pre2 = r[LS - 2]
+            mq_res = Signal(self._mlist_layout())
+            m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
             with m.If(adv):
-                m.d.sync += [slot6.eq(Mux(src_two, slot_after, slot5)),
-                             slot1h6.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot5))]
-            held6 = Signal(SQ)             # slot i holds the record's position (RAM)
-            m.d.comb += held6.eq(Cat(*[(mq6.pos[i * g.pb:(i + 1) * g.pb] == x6.position) & (i < mq6.nres)
+                m.d.sync += mq_res.eq(Mux(ls_wr.en & (ls_wr.addr == x_pre2.q), ls_wr.data, ls_rd_res.data))
+            mq_pre = data.View(self._mlist_layout(), mq_res)
+            slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
+            src_two = Signal()
+            m.d.comb += src_two.eq(x_pre2.fwd & v[LS] & (x.tag == x_pre2.fwd_tag))
+            slot_pre2 = Signal(g.sb)
+            m.d.comb += slot_pre2.eq(Mux(x_pre2.fwd, f_read(f_slot, x_pre2.fwd_tag), slot_m[LS - 2]))
+            with m.If(adv):
+                m.d.sync += [slot_pre.eq(Mux(src_two, slot_after, slot_pre2)),
+                             slot1h_pre.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot_pre2))]
+            held_pre = Signal(SQ)             # slot i holds the record's position (RAM)
+            m.d.comb += held_pre.eq(Cat(*[(mq_pre.pos[i * g.pb:(i + 1) * g.pb] == x_pre.position) & (i < mq_pre.nres)
                                        for i in range(SQ)]))
-            ram_res6 = Signal()
-            m.d.comb += ram_res6.eq(mq6.started & ((held6 & slot1h6) != 0))
+            ram_res_pre = Signal()
+            m.d.comb += ram_res_pre.eq(mq_pre.started & ((held_pre & slot1h_pre) != 0))
             src_here = Signal()         # this stage holds the record's forwarding source
-            m.d.comb += src_here.eq(x6.fwd & v[LS] & (x.tag == x6.fwd_tag))
+            m.d.comb += src_here.eq(x_pre.fwd & v[LS] & (x.tag == x_pre.fwd_tag))
             taken = Signal()            # this stage's event places another position in that slot
-            same6 = Signal()            # this stage's event is of the record's queue
-            m.d.comb += same6.eq(is_ev & (x.q == x6.q))
+            same_pre = Signal()            # this stage's event is of the record's queue
+            m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
             # Only an eviction gives a held slot to another position: a free slot is not held
             # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
             # from the hit's event, src_here)
-            m.d.comb += taken.eq(same6 & do_evict & ((first & slot1h6) != 0))
+            m.d.comb += taken.eq(same_pre & do_evict & ((first & slot1h_pre) != 0))
             # a free slot: the RAM's count, or this stage's count after its event (+1 if it took one)
             room0, room1 = Signal(), Signal()
             m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
             with m.If(adv):
                 m.d.sync += [
-                    free7.eq(Mux(same6, Mux(do_free, room1, room0), has_room(mq6.nres))),
-                    res7.eq(Mux(src_here, placed | pf_noop, ram_res6 & ~taken)),
-                    slot7.eq(Mux(src_here, slot_after, slot6)),
-                    slot1h7.eq(Mux(src_here, slot1h_after, slot1h6)),
+                    free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(mq_pre.nres))),
+                    res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
+                    slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
+                    slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
                 ]
 
         # -- victim request answer
