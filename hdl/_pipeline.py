@@ -1,10 +1,17 @@
-"""Control of a pipeline whose stages all move together (shared by scoring and quant).
+"""Pipeline helpers.
 
-Every stage advances when the output register is empty or being read; backpressure
-stops all stages at once. ``i.ready = advance & accept`` (``accept`` gates the input,
-e.g. while configuration settles), and a stage's valid bit follows its event.
+:class:`LockstepPipeline`: control of a pipeline whose stages all move together (shared by
+scoring and quant). Every stage advances when the output register is empty or being read;
+backpressure stops all stages at once. ``i.ready = advance & accept`` (``accept`` gates the
+input, e.g. while configuration settles), and a stage's valid bit follows its event.
+
+:class:`StreamSlice`, :func:`slice_channel`: a registered slice (skid buffer) on a valid/ready
+channel, to cut every combinational path between two blocks (the UART bridge and the
+controller on the board), with a synchronous ``flush`` that withdraws the beats it holds.
 """
-from amaranth import Cat, Signal
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 
 class LockstepPipeline:
@@ -30,3 +37,63 @@ class LockstepPipeline:
         dst = Signal.like(src, name=name)
         self.on_advance(dst.eq(src))
         return dst
+
+
+class StreamSlice(wiring.Component):
+    """Registered slice of a stream: ``o.valid``, ``o.payload`` and ``i.ready`` are flip-flops.
+
+    One cycle of latency, one beat per cycle sustained. ``i.ready`` is "the skid register is
+    empty", known a cycle ahead, so a beat offered while ``o`` stalls is taken into the skid
+    register; ``i.ready`` then drops until the output register has taken it back.
+
+    ``flush`` (synchronous) withdraws the beats the slice holds: at the end of a cycle with
+    ``flush`` high the beats it held at the start of that cycle are gone, except the output
+    beat if the sink takes it in that cycle (``o.valid`` is a flip-flop: it does not drop
+    within the cycle). A beat the source hands over in the flush cycle (``i.valid`` while
+    ``i.ready``) is kept and comes out next cycle: ``i.ready`` is a flip-flop too, so the
+    slice cannot refuse it there (that would put ``flush`` combinationally onto ``i.ready``,
+    back into the source). Withdraw what was handed over before, never what comes with it.
+    """
+
+    def __init__(self, payload_shape):
+        self.payload_shape = payload_shape
+        super().__init__({"i": In(stream.Signature(payload_shape)), "o": Out(stream.Signature(payload_shape)),
+                          "flush": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_payload = Signal(self.payload_shape)
+        skid_empty = Signal(init=1)
+        m.d.comb += self.i.ready.eq(skid_empty)
+        with m.If(~self.o.valid | self.o.ready):         # the output register is free: refill it
+            m.d.sync += [self.o.valid.eq(~skid_empty | self.i.valid),
+                         self.o.payload.eq(Mux(skid_empty, self.i.payload, skid_payload)),
+                         skid_empty.eq(1)]
+        with m.Elif(self.i.valid & skid_empty):          # output stalled, input beat taken: keep it
+            m.d.sync += [skid_payload.eq(self.i.payload), skid_empty.eq(0)]
+        # a flush drops what is held and keeps the beat taken now; last, so it wins, and apart from
+        # the above so that a flush left at 0 folds away (an If/Elif chain on a constant lints CASEOVERLAP)
+        with m.If(self.flush):
+            m.d.sync += [self.o.valid.eq(self.i.valid & skid_empty), self.o.payload.eq(self.i.payload),
+                         skid_empty.eq(1)]
+        return m
+
+
+def slice_channel(m, name, src, dst, valid, ready, payload, flush=None):
+    """Put a :class:`StreamSlice` (submodule ``name``) on a channel of flat signals: ``src.<valid>``
+    and the ``src.<payload>`` members reach ``dst``'s members of the same names a cycle later,
+    ``dst.<ready>`` reaches ``src.<ready>`` (e.g. the AW channel of an AXI4-Lite master and slave).
+    ``flush``: a 1-bit value driving the slice's ``flush`` (none: never flushed)."""
+    fields = {}
+    for f in payload:
+        fields[f] = getattr(src, f).shape()
+        if len(getattr(dst, f)) != fields[f].width:
+            raise TypeError(f"{name}: {f} is {fields[f].width} bits at the source, {len(getattr(dst, f))} at the sink")
+    m.submodules[name] = s = StreamSlice(data.StructLayout(fields))
+    m.d.comb += [s.i.valid.eq(getattr(src, valid)), getattr(src, ready).eq(s.i.ready),
+                 getattr(dst, valid).eq(s.o.valid), s.o.ready.eq(getattr(dst, ready))]
+    if flush is not None:
+        m.d.comb += s.flush.eq(flush)
+    for f in payload:
+        m.d.comb += [s.i.payload[f].eq(getattr(src, f)), getattr(dst, f).eq(s.o.payload[f])]
+    return s

@@ -24,6 +24,8 @@ Pieces:
 * :class:`BridgedController`: the bridge in front of the controller top, as
   the board top and the cocotb bench use it; the bridge's event path is
   connected to the controller's ``event``/``decision`` ports when it has them.
+  Registered slices sit on every channel between the two, flushed towards the
+  controller when the bridge gives up on a request (``abandon``).
 """
 from contextlib import contextmanager
 
@@ -146,7 +148,13 @@ class UARTBridge(wiring.Component):
     ``errors`` (16-bit saturating count of protocol errors, framing errors,
     receive overruns and decisions that came outside a batch, one cycle after
     the event), one-cycle strobes for LEDs: ``rx_byte``, ``tx_byte``, ``error``;
-    with the event path ``event`` (out stream) and ``decision`` (in stream).
+    ``abandon``, a one-cycle strobe in the cycle the bridge gives up on a request
+    whose beats may still be on their way (a bus timeout; an event batch answered
+    "stalled", after which events it handed over may not have reached the
+    controller): the answers of ``proto.ABANDONING_STATUS``. A slave wired straight
+    to the bridge can ignore it (a beat it did not take goes with ``valid``);
+    registered slices in between flush on it (:class:`BridgedController`). With the
+    event path ``event`` (out stream) and ``decision`` (in stream).
     """
 
     def __init__(self, divisor: int, timeout_cycles: int | None = None, bus_timeout_cycles: int = 255,
@@ -175,7 +183,7 @@ class UARTBridge(wiring.Component):
         ports = {
             "rx": In(1, init=1), "tx": Out(1, init=1),
             "m_axil": Out(AXI4LiteSignature(addr_width)),
-            "errors": Out(16), "rx_byte": Out(1), "tx_byte": Out(1), "error": Out(1),
+            "errors": Out(16), "rx_byte": Out(1), "tx_byte": Out(1), "error": Out(1), "abandon": Out(1),
         }
         if self.has_events:
             for name, width in (("layer", 16), ("head", 16), ("position", 32), ("write", 1)):
@@ -271,6 +279,11 @@ class UARTBridge(wiring.Component):
         sent = Signal(range(6))
         tx_check = Signal(8)
 
+        def give_up_if_abandoning(status_value):
+            """The answer ``status_value`` gives up on a request that may have beats in flight: strobe."""
+            if status_value in proto.ABANDONING_STATUS:
+                m.d.comb += self.abandon.eq(1)
+
         def respond(kind, code, data=None):
             m.d.sync += [status.eq(proto.STATUS_BASE | (kind << 2) | code),
                          data_len.eq(0 if data is None else 4), rdata.eq(0 if data is None else data)]
@@ -278,6 +291,7 @@ class UARTBridge(wiring.Component):
 
         def fail(code):
             m.d.comb += proto_error.eq(1)
+            give_up_if_abandoning(proto.status_byte(proto.KIND_ERROR, code))
             respond(proto.KIND_ERROR, code)
 
         @contextmanager
@@ -300,6 +314,7 @@ class UARTBridge(wiring.Component):
         def events_fail(code, value):
             """An event-batch error answer: 0x60 | code, a 16-bit value, check byte."""
             m.d.comb += proto_error.eq(1)
+            give_up_if_abandoning(proto.STATUS_EVENTS | code)
             m.d.sync += [status.eq(proto.STATUS_EVENTS | code),
                          data_len.eq(2), rdata.eq(value)]
             m.next = "RESPOND"
@@ -562,15 +577,41 @@ class BridgedController(wiring.Component):
     """The controller top behind a UART bridge: ``rx``/``tx`` in, ``irq`` and the bridge's counters out.
 
     ``controller`` holds the Controller's parameters; the rest go to :class:`UARTBridge`.
+    The two talk through registered slices (:class:`cxlkv.hdl._pipeline.StreamSlice`) on every
+    AXI4-Lite channel and on the event and decision streams, so no combinational path crosses
+    between them (on the board one did, from the controller's hold logic into the bridge's
+    parser: the critical path). Each channel gains a cycle of latency; throughput is unchanged.
+
+    A slice takes a beat before the controller does, so when the bridge gives up on a request
+    (its ``abandon`` strobe: a bus timeout, an event batch answered "stalled") the slices
+    towards the controller (AW, W, AR, event) are flushed: what the controller had not taken
+    is withdrawn, as the bridge dropping ``valid`` withdrew it without the slices. (Without the
+    flush, events taken by the event slice while the controller was disabled reached it after
+    re-enabling, and their decisions were taken as the next batch's.) The slices towards the
+    bridge (B, R, decision) are not flushed: when the bridge gives up they hold nothing (it was
+    waiting for that very response; it takes a decision every cycle), and a decision that comes
+    later reaches it as before, to be counted as a stray. ``abandon`` is also an output, for the
+    bench (docs/uartbridge.md, "Interface and parameters").
     """
+
+    #: AXI4-Lite channels: valid, ready, payload, whether they flow from the bridge to the controller
+    #: (those are the request channels: flushed on ``abandon``)
+    AXIL_CHANNELS = {
+        "aw": ("awvalid", "awready", ("awaddr", "awprot"), True),
+        "w": ("wvalid", "wready", ("wdata", "wstrb"), True),
+        "b": ("bvalid", "bready", ("bresp",), False),
+        "ar": ("arvalid", "arready", ("araddr", "arprot"), True),
+        "r": ("rvalid", "rready", ("rdata", "rresp"), False),
+    }
 
     def __init__(self, divisor: int, controller: dict | None = None, **bridge):
         self.controller_params = dict(controller or {})
         self.bridge_params = dict(divisor=divisor, **bridge)
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "irq": Out(1), "errors": Out(16),
-                          "rx_byte": Out(1), "tx_byte": Out(1), "error": Out(1)})
+                          "rx_byte": Out(1), "tx_byte": Out(1), "error": Out(1), "abandon": Out(1)})
 
     def elaborate(self, platform):
+        from cxlkv.hdl._pipeline import StreamSlice, slice_channel
         from cxlkv.hdl.controller import Controller
         m = Module()
         m.submodules.controller = ctl = Controller(**self.controller_params)
@@ -580,13 +621,24 @@ class BridgedController(wiring.Component):
             params.update(event_layout=members["event"].signature.members["payload"].shape,
                           decision_layout=members["decision"].signature.members["payload"].shape)
         m.submodules.bridge = bridge = UARTBridge(**params)
-        wiring.connect(m, bridge.m_axil, ctl.s_axil)
+        for name, (valid, ready, payload, to_controller) in self.AXIL_CHANNELS.items():
+            if to_controller:
+                slice_channel(m, f"axil_{name}_slice", bridge.m_axil, ctl.s_axil, valid, ready, payload,
+                              flush=bridge.abandon)
+            else:
+                slice_channel(m, f"axil_{name}_slice", ctl.s_axil, bridge.m_axil, valid, ready, payload)
         if bridge.has_events:
-            wiring.connect(m, bridge.event, ctl.event)
-            wiring.connect(m, ctl.decision, bridge.decision)
+            m.submodules.event_slice = event_slice = StreamSlice(params["event_layout"])
+            m.submodules.decision_slice = decision_slice = StreamSlice(params["decision_layout"])
+            wiring.connect(m, bridge.event, event_slice.i)
+            wiring.connect(m, event_slice.o, ctl.event)
+            m.d.comb += event_slice.flush.eq(bridge.abandon)
+            wiring.connect(m, ctl.decision, decision_slice.i)
+            wiring.connect(m, decision_slice.o, bridge.decision)
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx), self.irq.eq(ctl.irq),
                      self.errors.eq(bridge.errors), self.rx_byte.eq(bridge.rx_byte),
-                     self.tx_byte.eq(bridge.tx_byte), self.error.eq(bridge.error)]
+                     self.tx_byte.eq(bridge.tx_byte), self.error.eq(bridge.error),
+                     self.abandon.eq(bridge.abandon)]
         return m
 
 

@@ -97,6 +97,10 @@ EVENT_RECORD_FIELDS = {"layer": (0, 2), "head": (2, 2), "position": (4, 4), "ste
                        "write": (14, 1)}
 ERROR_NAMES = {ERR_CHECKSUM: "checksum", ERR_COMMAND: "unknown command",
                ERR_FRAME_TIMEOUT: "frame timeout", ERR_BUS_TIMEOUT: "bus timeout"}
+#: status bytes of the answers that give up on a request whose beats may still be out towards the
+#: bus or the event port (a bus timeout, a stalled event batch): the RTL bridge pulses ``abandon``
+#: as it decides on one of these, and BridgedController then withdraws what its slices hold
+ABANDONING_STATUS = (STATUS_BASE | KIND_ERROR << 2 | ERR_BUS_TIMEOUT, STATUS_EVENTS | EV_STALLED)
 
 
 def xor(data) -> int:
@@ -236,11 +240,16 @@ class BridgeModel:
         self.errors = 0                   # what the RTL's ``errors`` counter shows (saturating, 16 bit)
         self.transactions = 0             # bus transactions issued (an executed event batch counts one)
         self.events = 0                   # events sent to the controller
+        self.abandons = 0                 # requests given up (the RTL's ``abandon`` pulses)
+
+    def _count_error(self, answer: bytes) -> bytes:
+        self.errors = min(self.errors + 1, 0xFFFF)
+        self.abandons += int(answer[0] in ABANDONING_STATUS)
+        self.frame.clear()
+        return answer
 
     def _error(self, code: int) -> bytes:
-        self.errors = min(self.errors + 1, 0xFFFF)
-        self.frame.clear()
-        return encode_response(KIND_ERROR, code)
+        return self._count_error(encode_response(KIND_ERROR, code))
 
     def byte(self, b: int) -> bytes:
         """The bridge received ``b``; returns what it sends in answer (often nothing)."""
@@ -262,9 +271,7 @@ class BridgeModel:
         return self._execute(frame[1], int.from_bytes(frame[2:4], "little"), int.from_bytes(frame[4:8], "little"))
 
     def _events_error(self, code: int, value: int) -> bytes:
-        self.errors = min(self.errors + 1, 0xFFFF)
-        self.frame.clear()
-        return encode_events_response(code, value)
+        return self._count_error(encode_events_response(code, value))
 
     def _events_byte(self) -> bytes:
         if len(self.frame) < 4:

@@ -94,7 +94,8 @@ def _decode_line(samples, divisor):
 
 
 def _run_dead_bus(frames, divisor=4, bus_timeout=40):
-    """Drive ``frames`` into a bridge whose bus never answers; the bytes it sends back, and its error count."""
+    """Drive ``frames`` into a bridge whose bus never answers; the bytes it sends back, its error count
+    and the cycles of its ``abandon`` strobes."""
     dut = UARTBridge(divisor=divisor, timeout_cycles=100, bus_timeout_cycles=bus_timeout)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -106,25 +107,40 @@ def _run_dead_bus(frames, divisor=4, bus_timeout=40):
                 bits += [bit] * divisor
         bits += [1] * (bus_timeout + 100 * divisor)     # time for the answer to go out
     errors = []
+    abandons = []
 
     async def testbench(ctx):
-        for bit in bits:
+        for cycle, bit in enumerate(bits):
             ctx.set(dut.rx, bit)
+            if ctx.get(dut.abandon):
+                abandons.append(cycle)
             await ctx.tick()
             line.append(ctx.get(dut.tx))
         errors.append(ctx.get(dut.errors))
 
     sim.add_testbench(testbench)
     sim.run()
-    return _decode_line(line, divisor), errors[0]
+    return _decode_line(line, divisor), errors[0], abandons
+
+
+def _dead_bus_model(frames):
+    """The model of a bridge in front of a bus that never answers, fed ``frames``."""
+    model = proto.BridgeModel(None)
+    answers = [model.feed(frame) for frame in frames]
+    return model, answers
 
 
 def test_rtl_dead_bus_times_out_and_recovers():
-    got, errors = _run_dead_bus([proto.encode_read(ID), proto.encode_write(ALPHA, 1), proto.encode_ping()])
+    frames = [proto.encode_read(ID), proto.encode_write(ALPHA, 1), proto.encode_ping()]
+    got, errors, abandons = _run_dead_bus(frames)
     timeout = list(proto.encode_response(proto.KIND_ERROR, proto.ERR_BUS_TIMEOUT))
     ping = list(proto.encode_response(proto.KIND_PING, 0, proto.PING_MAGIC))
     assert got == timeout + timeout + ping
     assert errors == 2
+    # one strobe for each request given up (the two bus timeouts), a single cycle each, as the model counts
+    model, answers = _dead_bus_model(frames)
+    assert got == list(b"".join(answers)) and model.abandons == 2
+    assert len(abandons) == model.abandons and all(b - a > 1 for a, b in zip(abandons, abandons[1:]))
 
 
 def test_rtl_without_an_event_path_answers_stalled():
@@ -134,12 +150,15 @@ def test_rtl_without_an_event_path_answers_stalled():
     from cxlkv.sw.transport import EVENT_DTYPE
     batch = proto.encode_events(np.zeros(2, EVENT_DTYPE).tobytes())
     damaged = batch[:-1] + bytes([batch[-1] ^ 1])
-    got, errors = _run_dead_bus([batch, damaged, bytes([0xA5, 0x03, 33, 0]), proto.encode_ping()])
+    frames = [batch, damaged, bytes([0xA5, 0x03, 33, 0]), proto.encode_ping()]
+    got, errors, abandons = _run_dead_bus(frames)
     assert got == list(proto.encode_events_response(proto.EV_STALLED, 0)) + \
         list(proto.encode_response(proto.KIND_ERROR, proto.ERR_CHECKSUM)) + \
         list(proto.encode_events_response(proto.EV_BATCH_SIZE, proto.EVENT_BATCH_MAX)) + \
         list(proto.encode_response(proto.KIND_PING, 0, proto.PING_MAGIC))
     assert errors == 3
+    model, _ = _dead_bus_model(frames)
+    assert len(abandons) == model.abandons == 1             # the "stalled" answer only
 
 
 def test_rtl_parameters_are_checked():
@@ -213,8 +232,11 @@ def test_event_batch_errors():
     assert b.feed(proto.encode_events(ok.tobytes())[:-1]) == b""
     assert proto.decode_response(b.timeout()) == (proto.KIND_ERROR, proto.ERR_FRAME_TIMEOUT, None)
     assert b.events == 0 and b.errors == 8
+    assert b.abandons == 0                      # refused before any event went out: nothing to withdraw
     # disabled (CONTROL.enable = 0) and no tracker: the port stalls after 0 decisions
-    assert proto.decode_events_response(bridge().feed(proto.encode_events(ok.tobytes()))) == (proto.EV_STALLED, 0, b"")
+    disabled = bridge()
+    assert proto.decode_events_response(disabled.feed(proto.encode_events(ok.tobytes()))) == (proto.EV_STALLED, 0, b"")
+    assert disabled.abandons == 1 and disabled.errors == 1
     none = proto.BridgeModel(ControllerModel(tracker="none"))
     assert proto.decode_events_response(none.feed(proto.encode_events(ok.tobytes()))) == (proto.EV_STALLED, 0, b"")
     # the answers' framing is checked

@@ -11,13 +11,14 @@ noise between frames, back-to-back frames, bytes with a bad stop bit, and
 random gaps between bytes; event batches into the controller's tracker (good ones,
 a record that does not fit, a count beyond the bridge's limit, a damaged or truncated
 batch, a batch while CONTROL.enable = 0 that must time out as "stalled"). The
-``errors`` counter is checked at the end.
+``errors`` counter and the number of ``abandon`` strobes (requests the bridge gave up on,
+its slices flushed) are checked at the end.
 
 Environment: CXLKV_UART_FRAMES (random scenarios, default 250), CXLKV_SEED.
 """
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
 from cxlkv.models import regmap
 from cxlkv.models import uartbridge as proto
@@ -54,6 +55,7 @@ class BridgeEnv:
         self.received = []                    # bytes decoded on tx, when not scoreboarded
         self.scoreboarding = True
         self.tx_framing_errors = 0
+        self.abandons = 0                     # ``abandon`` strobes seen
 
     async def start(self):
         dut = self.dut
@@ -61,6 +63,7 @@ class BridgeEnv:
         dut.rx.value = 1
         dut.rst.value = 1
         cocotb.start_soon(self._monitor())          # before reset ends (docs/developing.md)
+        cocotb.start_soon(self._count_abandons())
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 2 * self.div)
@@ -96,6 +99,11 @@ class BridgeEnv:
                 self.sb.actual(value)
             else:
                 self.received.append(value)
+
+    async def _count_abandons(self):
+        while True:                               # a one-cycle strobe, never two cycles in a row
+            await RisingEdge(self.dut.abandon)
+            self.abandons += 1
 
     # ---- stimulus with prediction
     def _expect(self, data):
@@ -239,6 +247,8 @@ class BridgeEnv:
         got = int(self.dut.errors.value)
         want = min(self.model.errors + self.line_errors, 0xFFFF)
         assert got == want, f"errors counter {got}, model {self.model.errors} + {self.line_errors} line errors"
+        assert self.abandons == self.model.abandons, \
+            f"{self.abandons} abandon strobes, model {self.model.abandons} requests given up"
 
 
 @cocotb.test()
@@ -290,6 +300,7 @@ async def test_event_batches(dut):
     env.check()
     assert env.model.events == 3 * env.batch + 1
     assert env.model.errors == 5, env.model.errors
+    assert env.model.abandons == 1, env.model.abandons          # the stalled batch
 
 
 @cocotb.test()
@@ -303,7 +314,8 @@ async def test_random(dut):
         await env.scenario()
     env.check()
     dut._log.info(f"{env.sb.matched} response bytes matched, {env.model.transactions} bus transactions, "
-                  f"{env.model.events} events, {env.model.errors} protocol errors, {env.line_errors} line errors")
+                  f"{env.model.events} events, {env.model.errors} protocol errors, {env.line_errors} line errors, "
+                  f"{env.abandons} abandon strobes")
 
 
 @cocotb.test()
