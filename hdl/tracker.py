@@ -22,17 +22,18 @@ lookup) per clock:
   both outcomes give the same start); a record of a later step waits at accept until it has
   retired. The decision is made from registers: the match, "forwards" and "waits" are computed
   a cycle ahead for the next item (docs/tracker.md, "The pipeline");
-* **r0..r16**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
-  sum, the shift; the exp2 ROM (block RAM), its word registered, its shift; the decay multiply; the rounding and
-  sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2 (leading one,
-  ROM); the retention multiply; step + F; the key. A record that forwards from an older record of
-  its entry reads that record's new EMA from the in-flight buffer into r7, which the source
-  writes as it enters r11, so it waits before r0 while its source is in r0..r3
-  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r16 also reads the
+* **r0..r17**: one multiply, add, shift or ROM read per stage: age; age x mant in two halves, their
+  sum, the shift; the exp2 ROM (block RAM), its word registered, its shift; the decay multiply;
+  the rounding and sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2
+  (leading one, ROM); the retention multiply in two halves, their sum; step + F; the key. A
+  record that forwards from an older record of its entry reads that record's new EMA from the
+  in-flight buffer into r7, which the source writes as it enters r11, so it waits before r0
+  while its source is in r0..r3
+  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r17 also reads the
   queue's words into registers (the list stage's own write bypassed), compares the key with the
   queue's keys, and checks residency, with the list stage's change of the slot (the record's
-  slot itself is read entering r16);
-* **r17, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
+  slot itself is read entering r17);
+* **r18, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
   pointer write of the event merged; the lowest non-empty bucket is kept in the list state (its
   successor found in parallel with the event's pointer reads); a bucket that falls below the
   ring's reach is spliced to the expired list first, one extra cycle per non-empty bucket (rare:
@@ -194,7 +195,7 @@ class Tracker(wiring.Component):
     (per queue, power of two), ``n_buckets`` (deadline ring R, power of two >= the policy's
     NB), ``max_budget`` (slots per queue, power of two <= n_positions and <= 65,536; default
     the smaller), ``inflight`` (events between accept and retire; the metadata read latency it
-    hides is about ``inflight - 23`` cycles), ``select`` (the victim selection structure: "ring",
+    hides is about ``inflight - 24`` cycles), ``select`` (the victim selection structure: "ring",
     the deadline ring and per-slot lists, any budget; or "matrix", a precedence matrix per
     queue, ``max_budget`` <= models.tracker.MATRIX_MAX_SLOTS; the same decisions, docs/tracker.md).
     """
@@ -445,10 +446,18 @@ class Tracker(wiring.Component):
         st_left = Signal(g.step_layout())                     # the state cand's event leaves
         cand_writes = Signal()
         m.d.comb += st_rd.addr.eq(nxt.q)
-        st_nxt = data.View(g.step_layout(), Mux(cand_writes & (cand.q == nxt.q), st_left, st_rd.data))
+        st_byp = Signal()                                     # the head takes cand's state
+        m.d.comb += st_byp.eq(cand_writes & (cand.q == nxt.q))
+        st_nxt = data.View(g.step_layout(), Mux(st_byp, st_left, st_rd.data))
+        # the step compares are made with both states and chosen after (the bypass is not on
+        # the path from the RAM through the compare into accept's lookahead)
+        st_ram = data.View(g.step_layout(), st_rd.data)
+        st_cand = data.View(g.step_layout(), st_left)
         nxt_back, nxt_new = Signal(), Signal()
-        m.d.comb += [nxt_back.eq(st_nxt.started & (nxt.step < st_nxt.cur_step)),
-                     nxt_new.eq(st_nxt.started & (nxt.step > st_nxt.cur_step))]
+        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt.step < st_cand.cur_step,
+                                     st_ram.started & (nxt.step < st_ram.cur_step))),
+                     nxt_new.eq(Mux(st_byp, nxt.step > st_cand.cur_step,
+                                    st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         with m.If(load_c):
@@ -636,7 +645,7 @@ class Tracker(wiring.Component):
             m.d.sync += rsp_wp.eq(rsp_wp + 1)
 
         # ---------------------------------------------------------------- back end
-        NS = 18
+        NS = 19
         LS = NS - 1                     # the list stage
         SRC_R = 7                       # the forwarded EMA is read from the in-flight buffer into r7
         EMA_W = 11                      # the new EMA enters r11, and the in-flight buffer then
@@ -675,7 +684,7 @@ class Tracker(wiring.Component):
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
 
-        # Stage registers r[0..17] move together (adv); r[17] is the list stage; r_out is the
+        # Stage registers r[0..18] move together (adv); r[18] is the list stage; r_out is the
         # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
         # pipeline). What each register holds beside its record:
         #   r0: the metadata word        r1: age = sat(step - t_last)   r2: age x mant, two halves
@@ -683,8 +692,8 @@ class Tracker(wiring.Component):
         #   r6: the ROM word, registered r7: e = 2^-y, the old EMA      r8: old EMA x e
         #   r9: dec = decayed EMA, sample - dec                         r10: (sample - dec) x alpha
         #   r11: the new EMA             r12: its log2 ROM address      r13: log2 of the new EMA
-        #   r14: F = log2 x tln          r15: step + F                  r16: key
-        #   r17: the list stage          r_out: decision / metadata word
+        #   r14: log2 x tln, two halves  r15: F = log2 x tln            r16: step + F
+        #   r17: key                     r18: the list stage            r_out: decision / metadata word
         def carry(name, shape, first, last):
             """Signals of ``shape`` that carry a value along with the record from r[first] to r[last]."""
             return {i: Signal(shape, name=f"{name}{i}") for i in range(first, last + 1)}
@@ -783,18 +792,23 @@ class Tracker(wiring.Component):
             m.d.sync += [msb11.eq(msb), mant11.eq(mant8), zero11.eq(ema11 == 0),
                          log2q8.eq(Mux(zero11, 0, Cat(l_rd.data, msb11)))]
 
-        # r13 -> r14: retention (one multiply); r14 -> r15 -> r16: the key, (step + F) >> bits
-        tln = Mux(r[EMA_W + 2].dense, self.tln_d, self.tln_r)
+        # r12 -> r13: the record's tln; r13 -> r14 -> r15: retention (two 12 x 14 multiplies, their
+        # sum); r15 -> r16 -> r17: the key, (step + F) >> bits
+        tln = Signal(TLN_BITS)
+        th = TLN_BITS // 2
+        lt_lo, lt_hi = Signal(12 + th), Signal(12 + TLN_BITS - th)
         f_val = Signal(F_BITS)
         ksum = Signal(S.STEP_BITS + 1)
         key = Signal(T.KEY_BITS)
         key_pre = Signal(T.KEY_BITS)
         with m.If(adv):
-            m.d.sync += [f_val.eq((log2q8 * tln) >> 16),
-                         ksum.eq(r[EMA_W + 3].step + f_val),
+            m.d.sync += [tln.eq(Mux(r[EMA_W + 1].dense, self.tln_d, self.tln_r)),
+                         lt_lo.eq(log2q8 * tln[:th]), lt_hi.eq(log2q8 * tln[th:]),
+                         f_val.eq((lt_lo + (lt_hi << th)) >> 16),
+                         ksum.eq(r[EMA_W + 4].step + f_val),
                          key_pre.eq(ksum >> self.bucket_bits), key.eq(key_pre)]
 
-        # ------------------------------------------------------------ r17: the list stage
+        # ------------------------------------------------------------ r18: the list stage
         x = r[LS]
         is_ev = v[LS] & (x.kind == K_EVENT) & ~x.lk            # an event or prefetch insert (updates state)
         commit = Signal()               # the list stage completes an event this cycle
@@ -858,10 +872,10 @@ class Tracker(wiring.Component):
             # (a column outside the mask is all ones), so a row's AND needs no mask: row X is
             # written with the mask applied, and column X set to all ones when X leaves it.
             #
-            # The queue's three words are read a stage early, by the record in r16, into registers
+            # The queue's three words are read a stage early, by the record in r17, into registers
             # (the RAM read is off the list stage's loop); the list stage's own writes of that
             # queue in the same cycle are taken instead of the RAM's (the only writes a record in
-            # r16 cannot see yet: the list stage is one record ahead).
+            # r17 cannot see yet: the list stage is one record ahead).
             q_pre = r[LS - 1].q
             m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre)]
             snap_ls = Signal(self._mlist_layout())
@@ -909,7 +923,7 @@ class Tracker(wiring.Component):
             m.d.comb += [ps_rd_s.addr.eq(saddr(slot_src)), pos_s.eq(ps_rd_s.data)]
             m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
         else:
-            # checked as the record enters this stage (r16, below), with this stage's own change
+            # checked as the record enters this stage (r17, below), with this stage's own change
             res_ls, slot_ls, slot1h_ls = Signal(), Signal(g.sb), Signal(SQ)
             m.d.comb += [slot_src.eq(slot_ls), resident.eq(res_ls)]
         pinned = Signal()
@@ -1103,7 +1117,7 @@ class Tracker(wiring.Component):
             m.d.comb += upd.eq(Mux(resident, slot1h_ls, Mux(do_free, free1h, first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
-            # (compared as the record enters this stage, from r16's key and the queue's keys in
+            # (compared as the record enters this stage, from r17's key and the queue's keys in
             # the RAM, or this stage's new key for the slot its event rewrites in that cycle)
             before = Signal(SQ)
             x_pre = r[LS - 1]
@@ -1162,16 +1176,16 @@ class Tracker(wiring.Component):
             f_write(x.tag, (f_slot, slot_after))
 
         if self.select == "matrix":
-            # -- residency of the record entering this stage (from r16), registered: the slot its
+            # -- residency of the record entering this stage (from r17), registered: the slot its
             # position holds (the metadata's, or the in-flight buffer's when it forwards) and
             # whether the queue's word (before this stage's write) still gives it that slot.
             # This stage's event changes that in two ways: it is the record's own source (same
             # entry, one ahead: the position is where it left it), or it takes that slot.
             # The record's slot (binary and one-hot) and the queue's word are read a stage earlier
-            # still, as it enters r16: the slot from the in-flight buffer, or from this stage when
+            # still, as it enters r17: the slot from the in-flight buffer, or from this stage when
             # the source is here then (it writes the buffer in that cycle; a source one ahead of
-            # r16 is src_here, below); the word from the RAM, or this stage's write of it (so the
-            # word in r16 is the RAM as r16 would read it, off the RAM's read path).
+            # r17 is src_here, below); the word from the RAM, or this stage's write of it (so the
+            # word in r17 is the RAM as r17 would read it, off the RAM's read path).
             x_pre2 = r[LS - 2]
             mq_res = Signal(self._mlist_layout())
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
