@@ -1251,36 +1251,63 @@ class Tracker(wiring.Component):
         dec_ok = ~need_dec | dec_done | self.decision.ready
         wr_ok = ~need_wr | wr_done | self.meta_wr.ready
         vr_ok = ~need_vr | self.victim_resp.ready
-        m.d.comb += adv6.eq(~v_out | (dec_ok & wr_ok & vr_ok))
+        # The output stage is a two-entry queue: the output register (the head) and a skid
+        # register behind it. The pipeline advances while the skid register is empty (adv6, a
+        # register), not on this cycle's readies: the advance fans out to every stage register
+        # and RAM write enable, so it must start at a flip-flop. A record that arrives while the
+        # head stays waits in the skid register; the head takes it when it leaves.
+        head_go = Signal()              # the head's outputs are all taken: it leaves
+        m.d.comb += head_go.eq(v_out & dec_ok & wr_ok & vr_ok)
+        sk_v = Signal()
+        sk_r = Signal(rlay)
+        sk_slot = Signal(g.sb)
+        sk_ema = Signal(S.SCORE_BITS)
+        sk_noop = Signal()
+        sk_out = Signal(g.decision_layout())
+        sk_vout = Signal(g.vresp_layout())
+        m.d.comb += adv6.eq(~sk_v)
         bump("mem_wait_cycles", self.meta_wr.valid & ~self.meta_wr.ready)
         # the record leaves: its metadata word is written, younger reads will see it
-        m.d.comb += [retire.eq(v_out & adv6), retire_tag.eq(r_out.tag)]
-        with m.If(adv6):
+        m.d.comb += [retire.eq(head_go), retire_tag.eq(r_out.tag)]
+        load_head, load_skid, from_skid = Signal(), Signal(), Signal()
+        m.d.comb += [load_head.eq(adv6 & (~v_out | head_go)),
+                     load_skid.eq(adv6 & v_out & ~head_go & v[LS] & ~splice),
+                     from_skid.eq(~adv6 & head_go)]
+        with m.If(load_head | from_skid):
             m.d.sync += [dec_done.eq(0), wr_done.eq(0)]
         with m.Else():
             with m.If(self.decision.valid & self.decision.ready):
                 m.d.sync += dec_done.eq(1)
             with m.If(self.meta_wr.valid & self.meta_wr.ready):
                 m.d.sync += wr_done.eq(1)
-        with m.If(adv6):
+        err = x.kind == K_ERROR
+        dl = g.decision_layout()
+        o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf,
+                     lookup=x.lk)
+        o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
+                    slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
+        o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
+                    inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
+                    victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
+        vl = g.vresp_layout()
+        answer = started & vic_any
+        new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+        new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
+                        locked=(x.kind == K_VREQ) & locked,
+                        valid=(x.kind == K_VREQ) & ~locked & answer,
+                        victim=Mux((x.kind == K_VREQ) & ~locked & answer, vic_pos, 0))
+        with m.If(load_head):
             m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
-                         out_noop.eq(pf_noop | x.lk)]
-            err = x.kind == K_ERROR
-            dl = g.decision_layout()
-            o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf,
-                         lookup=x.lk)
-            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
-                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
-                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
-                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
-            m.d.sync += out.eq(Mux(err, o_err, Mux(x.lk, o_lk, o_ev)))
-            vl = g.vresp_layout()
-            answer = started & vic_any
-            m.d.sync += vout.eq(pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
-                                     locked=(x.kind == K_VREQ) & locked,
-                                     valid=(x.kind == K_VREQ) & ~locked & answer,
-                                     victim=Mux((x.kind == K_VREQ) & ~locked & answer, vic_pos, 0)))
+                         out_noop.eq(pf_noop | x.lk), out.eq(new_out), vout.eq(new_vout)]
+        with m.Elif(from_skid):
+            m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
+                         out_noop.eq(sk_noop), out.eq(sk_out), vout.eq(sk_vout)]
+        with m.If(load_skid):
+            m.d.sync += [sk_v.eq(1), sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
+                         sk_noop.eq(pf_noop | x.lk), sk_out.eq(new_out), sk_vout.eq(new_vout)]
+        with m.Elif(from_skid):
+            m.d.sync += sk_v.eq(0)
+        with m.If(adv6):
             is_vr = v[LS] & ((x.kind == K_VREQ) | (x.kind == K_VERR))
             bump("victim_none", is_vr & ((x.kind == K_VERR) | locked | ~(started & vic_any)))
             bump("victim_locked", is_vr & (x.kind == K_VREQ) & locked)
