@@ -27,12 +27,13 @@ lookup) per clock:
   the rounding and sample - dec; the step multiply; the new EMA (into the in-flight buffer); log2
   (leading one, ROM); the retention multiply in two halves, their sum; step + F; the key. A
   record that forwards from an older record of its entry reads that record's new EMA from the
-  in-flight buffer into r7, which the source writes as it enters r11, so it waits before r0
-  while its source is in r0..r3
-  (``fwd_wait_cycles``; no EMA is bypassed between stages). With the matrix, r17 also reads the
-  queue's words into registers (the list stage's own write bypassed), compares the key with the
-  queue's keys, and checks residency, with the list stage's change of the slot (the record's
-  slot itself is read entering r17);
+  in-flight buffer into r6 (used in r6 -> r7), which the source writes as it enters r11, so it
+  waits before r0 while its source is in r0..r3 (``fwd_wait_cycles``); the one write it can
+  meet, its source entering r11 in the cycle of the read, is bypassed into the register. With
+  the matrix, r17 also reads the queue's words into registers (the list stage's own write
+  bypassed), compares the key with the queue's keys, and checks residency, with the list
+  stage's change of the slot (the record's slot, the queue's keys and its residency word are
+  read entering r17);
 * **r18, the list stage**: the victim and the update. With the ring: unlink/pop/insert with every
   pointer write of the event merged; the lowest non-empty bucket is kept in the list state (its
   successor found in parallel with the event's pointer reads); a bucket that falls below the
@@ -647,7 +648,7 @@ class Tracker(wiring.Component):
         # ---------------------------------------------------------------- back end
         NS = 19
         LS = NS - 1                     # the list stage
-        SRC_R = 7                       # the forwarded EMA is read from the in-flight buffer into r7
+        SRC_R = 7                       # the forwarded EMA, read from the in-flight buffer into r6, enters r7
         EMA_W = 11                      # the new EMA enters r11, and the in-flight buffer then
         adv = Signal()
         adv6 = Signal()
@@ -666,10 +667,11 @@ class Tracker(wiring.Component):
         needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
         rsp_avail = rsp_wp != rsp_rp
         # A record that forwards from an older record of its entry reads that record's new EMA
-        # from the in-flight buffer as it enters r[SRC_R]; the source writes it as it enters
+        # from the in-flight buffer as it enters r[SRC_R - 1]; the source writes it as it enters
         # r[EMA_W]. So the record waits here while its source is fewer than EMA_W - SRC_R stages
-        # ahead: no EMA is ever bypassed between stages, and every stage holds one multiply, add
-        # or shift. A record behind a prefetch insert takes the insert's decay inputs instead
+        # ahead: the source is then at least in r[EMA_W - 1] at the read, whose write in that
+        # cycle is the only one bypassed (into a register), and every stage holds one multiply,
+        # add or shift. A record behind a prefetch insert takes the insert's decay inputs instead
         # (r6, below) and lookups use only the slot (the list stage's): neither waits. Traces
         # hardly have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
         behind = Signal()
@@ -741,6 +743,8 @@ class Tracker(wiring.Component):
         e_val = Signal(S.SCORE_BITS + 1)
         src_ema = Signal(S.SCORE_BITS)
         x5 = r[SRC_R - 1]
+        x10 = r[EMA_W - 1]
+        ema_new = Signal(S.SCORE_BITS)          # the new EMA of the record in r10 (below)
         # A record behind a prefetch insert of its entry (at the same step: the accept rule) takes
         # the insert's own decay inputs, the EMA and the factor, which the insert wrote as it
         # entered r6: an insert only decays, so the record's decay gives the insert's new EMA,
@@ -749,13 +753,33 @@ class Tracker(wiring.Component):
         m.d.comb += e_own.eq(Mux(yi_big6, 0, e_word6 >> yi5_6))
         pf_src = Signal()
         m.d.comb += pf_src.eq(x5.fwd & x5.fwd_pf)
+        # The forwarding source's entry is read a stage early, by the record in r5, into
+        # registers (fwd_src6, fwd_e6): the 32-to-1 read is off the path into the buffer's own
+        # write. The buffer's writes in that cycle are taken instead of the entry (the only ones
+        # the record in r5 cannot see yet): the insert one ahead writing its decay inputs, and a
+        # source entering r[EMA_W] writing its new EMA (the wait at B0 keeps it at least there).
+        x4 = r[SRC_R - 2]
+        fwd_src6, fwd_e6 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
         e5, src5 = Signal.like(e_val), Signal.like(src_ema)
-        m.d.comb += [e5.eq(Mux(pf_src, f_read(f_e, x5.fwd_tag), e_own)),
-                     src5.eq(Mux(x5.fwd, Mux(x5.fwd_pf, f_read(f_src, x5.fwd_tag), f_read(f_ema, x5.fwd_tag)),
-                                 ema_m[SRC_R - 1]))]
+        wr_src5 = Signal()              # the record in r6 writes its decay inputs
+        wr_ema10 = Signal()             # the record in r10 writes its new EMA
+        m.d.comb += [wr_src5.eq(v[SRC_R - 1] & (x5.kind == K_EVENT)),
+                     wr_ema10.eq(v[EMA_W - 1] & (x10.kind == K_EVENT))]
+        src4, e4 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
+        m.d.comb += [src4.eq(Mux(x4.fwd_pf, f_read(f_src, x4.fwd_tag), f_read(f_ema, x4.fwd_tag))),
+                     e4.eq(f_read(f_e, x4.fwd_tag))]
+        with m.If(adv):
+            m.d.sync += [
+                fwd_src6.eq(Mux(x4.fwd_pf,
+                                Mux(wr_src5 & (x5.tag == x4.fwd_tag), src5, src4),
+                                Mux(wr_ema10 & (x10.tag == x4.fwd_tag), ema_new, src4))),
+                fwd_e6.eq(Mux(wr_src5 & (x5.tag == x4.fwd_tag), e5, e4)),
+            ]
+        m.d.comb += [e5.eq(Mux(pf_src, fwd_e6, e_own)),
+                     src5.eq(Mux(x5.fwd, fwd_src6, ema_m[SRC_R - 1]))]
         with m.If(adv):
             m.d.sync += [e_val.eq(e5), src_ema.eq(src5)]
-        with m.If(adv & v[SRC_R - 1] & (x5.kind == K_EVENT)):
+        with m.If(adv & wr_src5):
             f_write(x5.tag, (f_src, src5), (f_e, e5))
 
         # r7 -> r8 -> r9 -> r10 -> r11: the decay (one multiply, then the rounding and sample - dec),
@@ -765,17 +789,15 @@ class Tracker(wiring.Component):
         ema_diff = Signal(signed(S.SCORE_BITS + 1))
         dec9 = Signal(S.SCORE_BITS)
         sprod = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
-        x10 = r[EMA_W - 1]
         dec_w = Signal(S.SCORE_BITS)
         m.d.comb += dec_w.eq((dprod + 0x8000) >> 16)
-        ema_new = Signal(S.SCORE_BITS)
         m.d.comb += ema_new.eq(Mux(x10.pf, dec9, dec9 + ((sprod + 0x8000) >> 16)))
         with m.If(adv):
             m.d.sync += [dprod.eq(src_ema * e_val),
                          dec.eq(dec_w), ema_diff.eq(r[SRC_R + 1].smp - dec_w),
                          sprod.eq(ema_diff * alpha_eff), dec9.eq(dec),
                          ema_n[EMA_W].eq(ema_new)]
-        with m.If(adv & v[EMA_W - 1] & (x10.kind == K_EVENT)):
+        with m.If(adv & wr_ema10):
             f_write(x10.tag, (f_ema, ema_new))
 
         # r11 -> r12 -> r13: log2 of the new EMA (leading one and mantissa; the ROM)
@@ -876,16 +898,23 @@ class Tracker(wiring.Component):
             # (the RAM read is off the list stage's loop); the list stage's own writes of that
             # queue in the same cycle are taken instead of the RAM's (the only writes a record in
             # r17 cannot see yet: the list stage is one record ahead).
+            #
+            # The keys are read a stage earlier still, by the record in r16, into mk_r17 (the
+            # list stage's write bypassed the same way): r17 compares the record's key with them
+            # from registers, with no RAM read in front of the sixteen comparators.
             q_pre = r[LS - 1].q
-            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre)]
+            q_pre2 = r[LS - 2].q
+            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre2)]
             snap_ls = Signal(self._mlist_layout())
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
+            mk_r17 = Signal(SQ * T.KEY_BITS)
             with m.If(adv):
                 m.d.sync += [
                     snap_ls.eq(Mux(ls_wr.en & (ls_wr.addr == q_pre), ls_wr.data, ls_rd.data)),
                     snap_mx.eq(Mux(mx_wr.en & (mx_wr.addr == q_pre), mx_wr.data, mx_rd.data)),
-                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre), mk_wr.data, mk_rd.data)),
+                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre), mk_wr.data, mk_r17)),
+                    mk_r17.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre2), mk_wr.data, mk_rd.data)),
                 ]
             mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
@@ -1117,11 +1146,11 @@ class Tracker(wiring.Component):
             m.d.comb += upd.eq(Mux(resident, slot1h_ls, Mux(do_free, free1h, first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
-            # (compared as the record enters this stage, from r17's key and the queue's keys in
-            # the RAM, or this stage's new key for the slot its event rewrites in that cycle)
+            # (compared as the record enters this stage, from r17's key and the queue's keys as
+            # r17 holds them, or this stage's new key for the slot its event rewrites in that cycle)
             before = Signal(SQ)
             x_pre = r[LS - 1]
-            mk_pre = [mk_rd.data[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
+            mk_pre = [mk_r17[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
             rewrites_pre = Signal()
             m.d.comb += rewrites_pre.eq(mk_wr.en & (mk_wr.addr == x_pre.q))
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
