@@ -395,11 +395,17 @@ class Controller(wiring.Component):
         ]
         ring_stale = Signal()
         ring_error = Signal()
+        # The read hold is ring_stale registered: the compare of the configuration words is off
+        # the register block's ARREADY (on the board it was a route across the chip into the UART
+        # bridge's AR slice). It is still in time: the register block takes no read until the
+        # cycle after a write's BRESP, by which the registered hold has risen.
+        read_hold = Signal()
+        m.d.sync += read_hold.eq(ring_stale)
         m.d.comb += [
             ring_stale.eq(cfg_now != cfg_seen),
             ring_error.eq(ring_bad | (trk.budget > self.max_budget)),
             regs.status_ring_error.eq(ring_error),
-            regs.read_hold.eq(ring_stale),
+            regs.read_hold.eq(read_hold),
         ]
 
         # events only while enabled, cleared and configured (configuration is static while
