@@ -284,7 +284,7 @@ class Tracker(wiring.Component):
 
         # ---------------------------------------------------------------- memories
         m.submodules.step_mem = step_mem = Memory(shape=g.step_layout(), depth=g.n_queues, init=[])
-        st_rd = step_mem.read_port(domain="comb")          # for the item entering the input register
+        st_rd = step_mem.read_port(domain="comb")          # for the item entering the input FIFO
         st_wr = step_mem.write_port()
         SQ = g.max_budget
         m.submodules.list_mem = list_mem = Memory(
@@ -380,11 +380,13 @@ class Tracker(wiring.Component):
 
         # ---------------------------------------------------------------- input register (F)
         # The four inputs are chosen in priority order (a victim request, a prefetch insert, a
-        # lookup, an event) into a two-entry input FIFO of registers (the ports' ready is "not
-        # full", from a registered count), and from its head into cand, where accept (A) takes
-        # it: nothing from the ports reaches cand's logic in the same cycle. As an item enters cand its
-        # address is compared with the in-flight addresses (the CAM, one cycle before A uses
-        # it), and with the record A accepts in that cycle, whose address enters the CAM then.
+        # lookup, an event) into the input register (pre), from it into a two-entry input FIFO
+        # of registers (the ports' ready is "pre and the FIFO are not both full", from
+        # registers), and from the FIFO's head into cand, where accept (A) takes it: nothing from
+        # the ports reaches the FIFO's or cand's logic in the same cycle. As an item enters the
+        # FIFO its queue's step state is read and its address is compared with the in-flight
+        # addresses (the CAM), and with the record A accepts in that cycle, whose address enters
+        # the CAM then; both are kept up to date while it waits in the FIFO.
         # An item waits in cand, unchanged, until A takes it, so a metadata read request never
         # changes under `valid`.
         ein, vin, pin, lin = self.event.payload, self.victim_req.payload, self.prefetch.payload, self.lookup.payload
@@ -412,6 +414,13 @@ class Tracker(wiring.Component):
                                     sample=ein.sample, step=ein.step))
         in_fire = Signal()
         m.d.comb += in_fire.eq((ch_v | ch_p | ch_l | ch_e) & in_ready)
+        # the input register (pre): the chosen input, registered, before the FIFO; the FIFO's
+        # entries are loaded from it, so the step-state read and the address compares made as an
+        # item enters the FIFO start at a register
+        pre = Signal(ilay)
+        pre_v = Signal()
+        with m.If(in_fire):
+            m.d.sync += pre.eq(in_item)
         cand = Signal(ilay)
         cand_v = Signal()
         ib = [Signal(ilay, name=f"ib{i}") for i in range(2)]
@@ -432,27 +441,33 @@ class Tracker(wiring.Component):
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         take = Signal()                                       # A takes cand this cycle
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
-        m.d.comb += in_ready.eq((ib_n != 2) & ~clearing)
+        pre_move = Signal()                                   # pre enters the FIFO this cycle
+        m.d.comb += [pre_move.eq(pre_v & (ib_n != 2)),
+                     in_ready.eq(~(pre_v & (ib_n == 2)) & ~clearing)]
+        m.d.sync += pre_v.eq(in_fire | (pre_v & ~pre_move))
         nxt = ib[0]                                           # the FIFO's head (a register: it shifts)
         load_c = Signal()
         m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
         nxt_addr = Cat(nxt.position, nxt.q)
-        # The step stage (per queue): an event's step state is read as it enters cand and written
-        # while it is in cand (from cand's registers: the read, the compare and the increment are
-        # in different cycles). Items enter cand in order and each is taken, so that is the order
-        # of accept; the item entering cand takes cand's state instead of the RAM's when cand
-        # writes its queue (that write lands at the end of the cycle), so it needs no other
-        # forwarding and there is no loop through accept's decision. A prefetch insert or lookup
-        # takes the queue's current step and mode and changes neither.
+        # The step stage (per queue): an event's step state is written while it is in cand (from
+        # cand's registers: the read, the compare and the increment are in different cycles).
+        # Items enter cand in order and each is taken, so that is the order of accept. The state
+        # is read from the RAM as an item enters the FIFO (from pre, into ib_st) and kept up to
+        # date there: only cand writes the RAM, so an entry takes cand's state when cand writes
+        # its queue (the RAM read as it enters likewise). The item entering cand takes cand's
+        # state of that cycle instead of its entry's, so there is no loop through accept's
+        # decision, and no RAM read on the path into cand. A prefetch insert or lookup takes the
+        # queue's current step and mode and changes neither.
         st_left = Signal(g.step_layout())                     # the state cand's event leaves
         cand_writes = Signal()
-        m.d.comb += st_rd.addr.eq(nxt.q)
+        ib_st = [Signal(g.step_layout(), name=f"ib_st{i}") for i in range(2)]
+        m.d.comb += st_rd.addr.eq(pre.q)
         st_byp = Signal()                                     # the head takes cand's state
         m.d.comb += st_byp.eq(cand_writes & (cand.q == nxt.q))
-        st_nxt = data.View(g.step_layout(), Mux(st_byp, st_left, st_rd.data))
+        st_nxt = data.View(g.step_layout(), Mux(st_byp, st_left, ib_st[0]))
         # the step compares are made with both states and chosen after (the bypass is not on
-        # the path from the RAM through the compare into accept's lookahead)
-        st_ram = data.View(g.step_layout(), st_rd.data)
+        # the path from the entry through the compare into accept's lookahead)
+        st_ram = data.View(g.step_layout(), ib_st[0])
         st_cand = data.View(g.step_layout(), st_left)
         nxt_back, nxt_new = Signal(), Signal()
         m.d.comb += [nxt_back.eq(Mux(st_byp, nxt.step < st_cand.cur_step,
@@ -469,25 +484,31 @@ class Tracker(wiring.Component):
         # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
         # start at a register (no read-pointer multiplexer)
         wr0, wr1, shift = Signal(), Signal(), Signal()
-        m.d.comb += [wr0.eq(in_fire & ((ib_n == 0) | ((ib_n == 1) & load_c))),
-                     wr1.eq(in_fire & (ib_n == 1) & ~load_c),
+        m.d.comb += [wr0.eq(pre_move & ((ib_n == 0) | ((ib_n == 1) & load_c))),
+                     wr1.eq(pre_move & (ib_n == 1) & ~load_c),
                      shift.eq(load_c & (ib_n == 2))]
         with m.If(wr0):
-            m.d.sync += ib[0].eq(in_item)
+            m.d.sync += ib[0].eq(pre)
         with m.Elif(shift):
             m.d.sync += ib[0].eq(ib[1])
         with m.If(wr1):
-            m.d.sync += ib[1].eq(in_item)
+            m.d.sync += ib[1].eq(pre)
         # an entering item's address against the in-flight addresses; an entry accept allocates in
         # this cycle takes cand's address (f_addr is written then), also for the items waiting
-        in_addr = Cat(i_pos, in_item.q)
+        in_addr = Cat(pre.position, pre.q)
         cand_addr = Cat(cand.position, cand.q)
         eq_in = Cat(*[Mux(f_alloc & (new_tag == i), in_addr == cand_addr, f_addr[i] == in_addr) for i in range(D)])
         eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), Cat(ib[k].position, ib[k].q) == cand_addr, ib_eq[k][i])
                          for i in range(D)]) for k in range(2)]
         m.d.sync += [ib_eq[0].eq(Mux(wr0, eq_in, Mux(shift, eq_hold[1], eq_hold[0]))),
                      ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
-        m.d.sync += ib_n.eq(ib_n + in_fire - load_c)
+        m.d.sync += ib_n.eq(ib_n + pre_move - load_c)
+        # the entries' step states: the RAM's as an item enters, cand's write of the cycle taken
+        def st_snoop(q, st_old):
+            return Mux(cand_writes & (cand.q == q), st_left, st_old)
+        st_in = st_snoop(pre.q, st_rd.data)
+        m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(ib[1].q, ib_st[1]), st_snoop(nxt.q, ib_st[0])))),
+                     ib_st[1].eq(Mux(wr1, st_in, st_snoop(ib[1].q, ib_st[1])))]
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
