@@ -356,19 +356,26 @@ class Controller(wiring.Component):
 
         n_pos = g.n_positions
         budget, pins = regs.queue_budget_entries, regs.pins_first_n
-        m.d.comb += [
+        # The tracker's configuration inputs are registered here, a cycle after the register
+        # block's: the clamps and the route from the register block are off the tracker's
+        # paths (on the board, QUEUE_BUDGET's clamp was in front of the step state's `dense`
+        # compare). The configuration is static while events flow (the host changes it between
+        # batches), and a read of STATUS after a write comes later than this cycle.
+        m.d.sync += [
             # a budget or pin count beyond the positions a queue has is the same as all of them
             trk.budget.eq(Mux(budget > n_pos, n_pos, budget)),
             trk.pinned.eq(Mux(pins > n_pos, n_pos, pins)),
             trk.alpha.eq(regs.alpha_value),
-            trk.rate_mant.eq(div.mant),
-            trk.rate_shift.eq(div.shift),
             trk.tln_r.eq(regs.tln_r_value),
             trk.tln_d.eq(regs.tln_d_value),
             trk.bucket_bits.eq(regs.hw_bucket_bits),
             trk.write_sample.eq(regs.hw_sample_write_sample),
             trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
+        ]
+        m.d.comb += [
+            trk.rate_mant.eq(div.mant),               # (the divider's outputs are registers)
+            trk.rate_shift.eq(div.shift),
             trk.victim_req.valid.eq(0),               # no background eviction yet
             trk.victim_resp.ready.eq(1),
         ]
