@@ -346,12 +346,18 @@ class Controller(wiring.Component):
         tau_pending = Signal(TAU_EFF_BITS)
         stale = Signal()
         was_busy = Signal()
-        m.d.comb += [tau.eq(regs.tau_value), stale.eq(tau != tau_loaded),
-                     div.tau.eq(tau), div.start.eq(stale & ~div.busy)]
+        # The divider starts from a register (stale_r: τ differs from the τ loaded by the end of
+        # this cycle), so the 24-bit compare is off the divider's enables; a TAU write starts it a
+        # cycle later (the events are held from the write on, by `stale`).
+        stale_r = Signal()
+        loading = Signal()
+        m.d.comb += [tau.eq(regs.tau_value), stale.eq(tau != tau_loaded), loading.eq(was_busy & ~div.busy),
+                     div.tau.eq(tau), div.start.eq(stale_r & ~div.busy & ~loading)]
+        m.d.sync += stale_r.eq(tau != Mux(loading, tau_pending, tau_loaded))
         with m.If(div.start):
             m.d.sync += tau_pending.eq(tau)
         m.d.sync += was_busy.eq(div.busy)
-        with m.If(was_busy & ~div.busy):
+        with m.If(loading):
             m.d.sync += tau_loaded.eq(tau_pending)
 
         n_pos = g.n_positions
