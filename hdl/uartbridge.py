@@ -621,16 +621,10 @@ class BridgedController(wiring.Component):
             params.update(event_layout=members["event"].signature.members["payload"].shape,
                           decision_layout=members["decision"].signature.members["payload"].shape)
         m.submodules.bridge = bridge = UARTBridge(**params)
-        # the flush is the strobe registered: the bridge's decision to give up (its state, the
-        # timers) is then off the long routes to the four slices (on the board it was the
-        # critical path). A beat the controller takes in that one cycle is a late one, as if
-        # the timeout were a cycle longer: its answer reaches the bridge as a stray.
-        flush = Signal()
-        m.d.sync += flush.eq(bridge.abandon)
         for name, (valid, ready, payload, to_controller) in self.AXIL_CHANNELS.items():
             if to_controller:
                 slice_channel(m, f"axil_{name}_slice", bridge.m_axil, ctl.s_axil, valid, ready, payload,
-                              flush=flush)
+                              flush=bridge.abandon)
             else:
                 slice_channel(m, f"axil_{name}_slice", ctl.s_axil, bridge.m_axil, valid, ready, payload)
         if bridge.has_events:
@@ -638,7 +632,7 @@ class BridgedController(wiring.Component):
             m.submodules.decision_slice = decision_slice = StreamSlice(params["decision_layout"])
             wiring.connect(m, bridge.event, event_slice.i)
             wiring.connect(m, event_slice.o, ctl.event)
-            m.d.comb += event_slice.flush.eq(flush)
+            m.d.comb += event_slice.flush.eq(bridge.abandon)
             wiring.connect(m, ctl.decision, decision_slice.i)
             wiring.connect(m, decision_slice.o, bridge.decision)
         m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx), self.irq.eq(ctl.irq),
