@@ -40,19 +40,22 @@ class LockstepPipeline:
 
 
 class StreamSlice(wiring.Component):
-    """Registered slice of a stream: ``o.valid``, ``o.payload`` and ``i.ready`` are flip-flops.
+    """Registered slice of a stream: ``o.payload`` and ``i.ready`` are flip-flops, ``o.valid`` is
+    one gated only by another (the registered flush): nothing combinational crosses the slice.
 
     One cycle of latency, one beat per cycle sustained. ``i.ready`` is "the skid register is
     empty", known a cycle ahead, so a beat offered while ``o`` stalls is taken into the skid
     register; ``i.ready`` then drops until the output register has taken it back.
 
-    ``flush`` (synchronous) withdraws the beats the slice holds: at the end of a cycle with
-    ``flush`` high the beats it held at the start of that cycle are gone, except the output
-    beat if the sink takes it in that cycle (``o.valid`` is a flip-flop: it does not drop
-    within the cycle). A beat the source hands over in the flush cycle (``i.valid`` while
-    ``i.ready``) is kept and comes out next cycle: ``i.ready`` is a flip-flop too, so the
-    slice cannot refuse it there (that would put ``flush`` combinationally onto ``i.ready``,
-    back into the source). Withdraw what was handed over before, never what comes with it.
+    ``flush`` withdraws the beats the slice holds, a cycle later: it is registered inside the
+    slice (so the source's decision to flush, and the route to the slice, end at one flip-flop
+    instead of at every flip-flop the flush steers). In the cycle a flush comes in the slice works
+    as usual; in the next one it shows nothing (``o.valid`` low: the output flip-flop gated by the
+    registered flush) and drops, at its end, every beat it held at that cycle's start: the output
+    beat taken by the sink in the flush cycle is delivered, a beat handed over in the flush cycle
+    is withdrawn with the rest, a beat handed over in the cycle after is kept (``i.ready`` is a
+    flip-flop, so the slice cannot refuse it there). Withdraw what was handed over up to the
+    flush, never what comes after it.
     """
 
     def __init__(self, payload_shape):
@@ -64,18 +67,21 @@ class StreamSlice(wiring.Component):
         m = Module()
         skid_payload = Signal(self.payload_shape)
         skid_empty = Signal(init=1)
-        m.d.comb += self.i.ready.eq(skid_empty)
+        out_valid = Signal()                             # the output register holds a beat
+        withdraw = Signal()                              # the flush, registered: this cycle drops
+        m.d.sync += withdraw.eq(self.flush)
+        m.d.comb += [self.i.ready.eq(skid_empty), self.o.valid.eq(out_valid & ~withdraw)]
         with m.If(~self.o.valid | self.o.ready):         # the output register is free: refill it
-            m.d.sync += [self.o.valid.eq(~skid_empty | self.i.valid),
+            m.d.sync += [out_valid.eq(~skid_empty | self.i.valid),
                          self.o.payload.eq(Mux(skid_empty, self.i.payload, skid_payload)),
                          skid_empty.eq(1)]
         with m.Elif(self.i.valid & skid_empty):          # output stalled, input beat taken: keep it
             m.d.sync += [skid_payload.eq(self.i.payload), skid_empty.eq(0)]
-        # a flush drops what is held and keeps the beat taken now; last, so it wins, and apart from
-        # the above so that a flush left at 0 folds away (an If/Elif chain on a constant lints CASEOVERLAP)
-        with m.If(self.flush):
-            m.d.sync += [self.o.valid.eq(self.i.valid & skid_empty), self.o.payload.eq(self.i.payload),
-                         skid_empty.eq(1)]
+        # a withdrawal drops what is held and keeps the beat taken now, which the refill above put
+        # in the output register (a withdrawn output is free); last, so it wins, and apart from the
+        # above so that a flush left at 0 folds away (an If/Elif chain on a constant lints CASEOVERLAP)
+        with m.If(withdraw):
+            m.d.sync += [out_valid.eq(self.i.valid & skid_empty), skid_empty.eq(1)]
         return m
 
 

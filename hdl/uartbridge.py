@@ -584,8 +584,11 @@ class BridgedController(wiring.Component):
 
     A slice takes a beat before the controller does, so when the bridge gives up on a request
     (its ``abandon`` strobe: a bus timeout, an event batch answered "stalled") the slices
-    towards the controller (AW, W, AR, event) are flushed: what the controller had not taken
-    is withdrawn, as the bridge dropping ``valid`` withdrew it without the slices. (Without the
+    towards the controller (AW, W, AR, event) are flushed (the slice registers its flush, so the
+    give-up logic ends at one flip-flop per slice: the cycle after the strobe the slice shows
+    nothing and drops what it holds; on the board the flush acting in its own cycle was the
+    critical path): what the controller had not taken is withdrawn, as the bridge dropping
+    ``valid`` withdrew it without the slices. (Without the
     flush, events taken by the event slice while the controller was disabled reached it after
     re-enabling, and their decisions were taken as the next batch's.) The slices towards the
     bridge (B, R, decision) are not flushed: when the bridge gives up they hold nothing (it was

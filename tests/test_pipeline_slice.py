@@ -3,8 +3,8 @@
 Four checks, each with a broken slice that it must catch: the scoreboard (every beat once, in
 order, under random valid/ready), the flip-flop probe (no output moves while an input changes
 within a cycle), the throughput count (N beats in N + 1 cycles with ready held high) and the
-flush reference (under random flushes the slice holds exactly what a two-beat queue would: a
-flush drops what was held, keeps a beat handed over in its own cycle).
+flush reference (under random flushes the slice holds exactly what a two-beat queue would: the
+cycle after a flush shows nothing and drops what was held, keeping only a beat handed over in it).
 """
 import random
 
@@ -56,9 +56,10 @@ class HalfRateSlice(StreamSlice):
 
 
 class SliceWithBrokenFlush(StreamSlice):
-    """Broken: a good skid buffer whose ``flush`` is ``flaw``: ``"ignored"`` (it does nothing) or
-    ``"drops the new beat"`` (it also drops the beat handed over in the flush cycle, which the
-    source saw taken)."""
+    """Broken: a good skid buffer whose ``flush`` is ``flaw``: ``"ignored"`` (it does nothing),
+    ``"drops the new beat"`` (the cycle after the flush also drops the beat handed over in it,
+    which the source saw taken) or ``"not registered"`` (it acts in its own cycle: a beat handed
+    over in the flush cycle comes out, and the sink may take a held beat the cycle after)."""
 
     def __init__(self, payload_shape, flaw):
         self.flaw = flaw
@@ -68,15 +69,26 @@ class SliceWithBrokenFlush(StreamSlice):
         m = Module()
         skid_payload = Signal(self.payload_shape)
         skid_empty = Signal(init=1)
+        out_valid = Signal()
+        withdraw = Signal()
+        m.d.sync += withdraw.eq(self.flush)
         m.d.comb += self.i.ready.eq(skid_empty)
+        if self.flaw == "not registered":
+            m.d.comb += self.o.valid.eq(out_valid)
+        else:
+            m.d.comb += self.o.valid.eq(out_valid & ~withdraw)
         with m.If(~self.o.valid | self.o.ready):
-            m.d.sync += [self.o.valid.eq(~skid_empty | self.i.valid),
+            m.d.sync += [out_valid.eq(~skid_empty | self.i.valid),
                          self.o.payload.eq(Mux(skid_empty, self.i.payload, skid_payload)), skid_empty.eq(1)]
         with m.Elif(self.i.valid & skid_empty):
             m.d.sync += [skid_payload.eq(self.i.payload), skid_empty.eq(0)]
-        if self.flaw == "drops the new beat":
-            with m.If(self.flush):               # after the above: these assignments win
-                m.d.sync += [self.o.valid.eq(0), skid_empty.eq(1)]
+        if self.flaw == "drops the new beat":    # after the above: these assignments win
+            with m.If(withdraw):
+                m.d.sync += [out_valid.eq(0), skid_empty.eq(1)]
+        elif self.flaw == "not registered":
+            with m.If(self.flush):
+                m.d.sync += [out_valid.eq(self.i.valid & skid_empty), self.o.payload.eq(self.i.payload),
+                             skid_empty.eq(1)]
         return m
 
 
@@ -150,33 +162,39 @@ def check_scoreboard(beats, sent, received):
 
 def check_against_queue(log):
     """The slice against a queue of at most two beats, cycle by cycle: the slice shows the queue's
-    head (or nothing) and is ready while the queue has room; at the clock edge an output handshake
-    pops the head, then a flush empties the queue, then a beat taken in is pushed."""
-    held = []
+    head (or nothing, and always nothing in the cycle after a flush) and is ready while the queue
+    has room; at the clock edge an output handshake pops the head, then the cycle after a flush
+    empties the queue, then a beat taken in is pushed."""
+    held, withdrawing = [], False
     for cycle, (ready, shown, taken, delivered, flush) in enumerate(log):
-        want = held[0] if held else None
+        want = held[0] if held and not withdrawing else None
         assert shown == want, f"cycle {cycle}: the slice shows {shown}, expected {want}"
         assert ready == (len(held) < 2), f"cycle {cycle}: i.ready {ready} with {len(held)} beats held"
         if delivered:
             held.pop(0)
-        if flush:
+        if withdrawing:
             held.clear()
         if taken is not None:
             held.append(taken)
+        withdrawing = bool(flush)
     assert not held, f"{len(held)} beats never came out"
 
 
 def flush_cases(log):
-    """How often the log's flushes met each case: beats held (1, 2), a beat taken in the same cycle,
-    the output beat taken in the same cycle."""
-    held, cases = 0, {"held 1": 0, "held 2": 0, "beat in": 0, "beat out": 0}
+    """How often the log's flushes met each case: in the flush cycle, the output beat taken, a beat
+    taken in; in the cycle after (the withdrawal), beats held (1, 2), a beat taken in."""
+    held, withdrawing = 0, False
+    cases = {"beat out": 0, "beat in": 0, "held 1": 0, "held 2": 0, "beat in after": 0}
     for ready, shown, taken, delivered, flush in log:
         if flush:
-            for name, hit in (("held 1", held == 1), ("held 2", held == 2), ("beat in", taken is not None),
-                              ("beat out", delivered)):
+            cases["beat out"] += delivered
+            cases["beat in"] += taken is not None
+        if withdrawing:
+            for name, hit in (("held 1", held == 1), ("held 2", held == 2), ("beat in after", taken is not None)):
                 cases[name] += hit
-        held = 0 if flush else held - delivered
+        held = 0 if withdrawing else held - delivered
         held += taken is not None
+        withdrawing = bool(flush)
     return cases
 
 
@@ -229,9 +247,9 @@ def test_slice_flush_drops_what_it_holds_and_keeps_the_beat_coming_in(seed, p_va
     if p_ready < 1:
         assert len(received) < len(sent) and all(cases.values()), cases     # some beats flushed away
     else:
-        # a sink that is always ready takes each beat in the cycle it is shown: a flush never finds
-        # one left to drop (so flushing the bridge's decision slice would change nothing)
-        assert received == sent and cases["held 2"] == 0 and cases["beat out"] == cases["held 1"] > 0, cases
+        # a sink that is always ready takes each beat in the cycle it is shown: the withdrawal finds
+        # only the beat handed over in the flush cycle
+        assert cases["held 2"] == 0 and len(sent) - len(received) == cases["held 1"] == cases["beat in"] > 0, cases
 
 
 def test_queue_reference_without_flushes_is_the_scoreboard():
@@ -242,8 +260,9 @@ def test_queue_reference_without_flushes_is_the_scoreboard():
 
 
 def test_slice_flush_directed():
-    """Two beats held, flushed; a beat handed over in a flush cycle kept; the output beat taken in a
-    flush cycle delivered."""
+    """Two beats held, flushed: the next cycle shows nothing, then both are gone; the output beat
+    taken in a flush cycle delivered, a beat handed over the cycle after kept; a beat handed over
+    in the flush cycle withdrawn with the one held."""
     dut = StreamSlice(BEAT)
 
     async def bench(ctx):
@@ -259,22 +278,33 @@ def test_slice_flush_directed():
             await ctx.tick()
         offer(None)
         assert state() == (0, 1)
-        ctx.set(dut.flush, 1)                               # both dropped
+        ctx.set(dut.flush, 1)
         await ctx.tick()
         ctx.set(dut.flush, 0)
-        assert state() == (1, None)
+        assert state() == (0, None)                         # the withdrawal: nothing shown
+        await ctx.tick()
+        assert state() == (1, None)                         # both dropped
         offer(3)
         await ctx.tick()
-        assert state() == (1, 3)
-        offer(4)
-        ctx.set(dut.flush, 1)                               # 3 dropped, 4 (handed over now) kept
-        await ctx.tick()
         offer(None)
-        assert state() == (1, 4)
-        ctx.set(dut.o.ready, 1)                             # 4 taken in a flush cycle: delivered
+        assert state() == (1, 3)
+        ctx.set(dut.flush, 1)
+        ctx.set(dut.o.ready, 1)                             # 3 taken in the flush cycle: delivered
         await ctx.tick()
         ctx.set(dut.flush, 0)
+        ctx.set(dut.o.ready, 0)
         assert state() == (1, None)
+        offer(4)                                            # handed over in the withdrawal: kept
+        await ctx.tick()
+        assert state() == (1, 4)
+        offer(5)                                            # handed over in a flush cycle (into the skid)
+        ctx.set(dut.flush, 1)
+        await ctx.tick()
+        offer(None)
+        ctx.set(dut.flush, 0)
+        assert state() == (0, None)
+        await ctx.tick()
+        assert state() == (1, None)                         # 4 and 5 dropped
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -283,10 +313,12 @@ def test_slice_flush_directed():
 
 
 @pytest.mark.parametrize("flaw,message", [("ignored", r"shows \(\d+, \d+\), expected"),
-                                          ("drops the new beat", r"shows None, expected \(\d+, \d+\)")])
+                                          ("drops the new beat", r"shows None, expected \(\d+, \d+\)"),
+                                          ("not registered", r"shows \(\d+, \d+\), expected")])
 def test_queue_reference_catches_a_wrong_flush(flaw, message):
-    """A slice whose flush does nothing, and one whose flush also drops the beat coming in: both are
-    good slices without flushes, and both fail the reference."""
+    """A slice whose flush does nothing, one whose withdrawal also drops the beat coming in, and one
+    whose flush acts in its own cycle (the bridge's give-up logic right on every flip-flop the flush
+    steers, as before): all are good slices without flushes, and all fail the reference."""
     log = []
     beats, sent, received, comb_paths = run_random(SliceWithBrokenFlush(BEAT, flaw), seed=9)
     check_scoreboard(beats, sent, received)
