@@ -917,8 +917,8 @@ class Tracker(wiring.Component):
             #
             # The queue's three words are read a stage early, by the record in r17, into registers
             # (the RAM read is off the list stage's loop); the list stage's own writes of that
-            # queue in the same cycle are taken instead of the RAM's (the only writes a record in
-            # r17 cannot see yet: the list stage is one record ahead).
+            # queue in the same cycle are taken instead of the RAM's, slot by slot (the only writes
+            # a record in r17 cannot see yet: the list stage is one record ahead; upd_pre below).
             #
             # The keys are read a stage earlier still, by the record in r16, into mk_r17 (the
             # list stage's write bypassed the same way): r17 compares the record's key with them
@@ -930,13 +930,9 @@ class Tracker(wiring.Component):
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
             mk_r17 = Signal(SQ * T.KEY_BITS)
+            # (snap_ls, snap_mx and snap_mk are loaded below, where the list stage's change is known)
             with m.If(adv):
-                m.d.sync += [
-                    snap_ls.eq(Mux(ls_wr.en & (ls_wr.addr == q_pre), ls_wr.data, ls_rd.data)),
-                    snap_mx.eq(Mux(mx_wr.en & (mx_wr.addr == q_pre), mx_wr.data, mx_rd.data)),
-                    snap_mk.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre), mk_wr.data, mk_r17)),
-                    mk_r17.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre2), mk_wr.data, mk_rd.data)),
-                ]
+                m.d.sync += mk_r17.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre2), mk_wr.data, mk_rd.data))
             mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
             nres = Signal(g.nres)
@@ -1011,7 +1007,10 @@ class Tracker(wiring.Component):
             nv = nx_rd_v.data
         else:
             first = Signal(SQ)              # one-hot: the slot before every other slot in the order
-            m.d.comb += first.eq(Cat(*[lst[i] & ((mrow[i] | (1 << i)) == (1 << SQ) - 1) for i in range(SQ)]))
+            # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
+            # AND of SQ terms, two LUT levels)
+            m.d.comb += first.eq(Cat(*[Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]).all()
+                                       for i in range(SQ)]))
             m.d.comb += vic_any.eq(lst != 0)
             for i in range(SQ):
                 with m.If(first[i]):
@@ -1172,11 +1171,20 @@ class Tracker(wiring.Component):
             before = Signal(SQ)
             x_pre = r[LS - 1]
             mk_pre = [mk_r17[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
-            rewrites_pre = Signal()
-            m.d.comb += rewrites_pre.eq(mk_wr.en & (mk_wr.addr == x_pre.q))
+            # The record entering this stage takes the queue's words as the RAM holds them with
+            # this stage's write of that queue taken: a per-slot change (row and column X, key X,
+            # lst, pf and position of X), so instead of choosing the whole written word when the
+            # write's address is the record's queue, each slot X that this stage rewrites for that
+            # queue (upd_pre[X]) takes its new value over the RAM's (the RAM word of the queue
+            # being written is this stage's own, snap_*). That is one multiplexer level less on
+            # the list stage's loop (snap_* -> victim -> slot -> new row -> snap_*).
+            same_pre = Signal()             # this stage's event is of the record's queue
+            m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
+            upd_pre = Signal(SQ)            # slot X is rewritten by this stage, in x_pre's queue
+            m.d.comb += upd_pre.eq(Mux(same_pre & placed, upd, 0))
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
             with m.If(adv):
-                m.d.sync += before.eq(Cat(*[Mux(rewrites_pre & upd[j], cmp_here,
+                m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
                                                 Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
                                             for j in range(SQ)]))
             m_new = Signal(SQ * SQ)
@@ -1201,6 +1209,25 @@ class Tracker(wiring.Component):
                 with m.If(placed):
                     m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(m_new),
                                  mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
+            # the words for the record entering this stage (see upd_pre above); row and column X
+            # as m_new writes them: col_x needs insert only where placed, so ~pinned
+            rd_ls = data.View(self._mlist_layout(), ls_rd.data)
+            rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+            col_pre = Signal(SQ)
+            m.d.comb += col_pre.eq(Mux(pinned, (1 << SQ) - 1, ~before))
+            with m.If(adv):
+                m.d.sync += [
+                    snap_mx.eq(Cat(*[Mux(upd_pre[i], row_x[j], Mux(upd_pre[j], col_pre[i], rd_row[i][j]))
+                                     for i in range(SQ) for j in range(SQ)])),
+                    snap_mk.eq(Cat(*[Mux(upd_pre[i], key, mk_r17[i * T.KEY_BITS:(i + 1) * T.KEY_BITS])
+                                     for i in range(SQ)])),
+                    snap_ls.eq(pack(self._mlist_layout(), started=rd_ls.started | same_pre,
+                                    nres=Mux(same_pre, nres + do_free, rd_ls.nres),
+                                    lst=(rd_ls.lst & ~upd_pre) | Mux(pinned, 0, upd_pre),
+                                    pf=(rd_ls.pf & ~upd_pre) | Mux(x.pf & ~hit, upd_pre, 0),
+                                    pos=Cat(*[Mux(upd_pre[i], x.position, rd_ls.pos[i * g.pb:(i + 1) * g.pb])
+                                              for i in range(SQ)]))),
+                ]
 
         pf_s, pf_v = Signal(), Signal()     # the pf bits of slot_src and of the victim
         if self.select == "ring":
@@ -1258,8 +1285,6 @@ class Tracker(wiring.Component):
             src_here = Signal()         # this stage holds the record's forwarding source
             m.d.comb += src_here.eq(x_pre.fwd & v[LS] & (x.tag == x_pre.fwd_tag))
             taken = Signal()            # this stage's event places another position in that slot
-            same_pre = Signal()            # this stage's event is of the record's queue
-            m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
             # Only an eviction gives a held slot to another position: a free slot is not held
             # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
             # from the hit's event, src_here)
