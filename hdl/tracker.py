@@ -1012,9 +1012,10 @@ class Tracker(wiring.Component):
             m.d.comb += first.eq(Cat(*[Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]).all()
                                        for i in range(SQ)]))
             m.d.comb += vic_any.eq(lst != 0)
-            for i in range(SQ):
-                with m.If(first[i]):
-                    m.d.comb += vic.eq(i)
+            # first is one-hot (the order is total), so its index is an OR per bit, not a
+            # priority encoder
+            m.d.comb += vic.eq(Cat(*[Cat(*[first[i] for i in range(SQ) if i >> b & 1]).any()
+                                     for b in range(g.sb)]))
         vic_pos = Signal(g.pb)
         if self.select == "ring":
             m.d.comb += [ps_rd_v.addr.eq(saddr(vic)), vic_pos.eq(ps_rd_v.data)]
@@ -1181,7 +1182,10 @@ class Tracker(wiring.Component):
             same_pre = Signal()             # this stage's event is of the record's queue
             m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
             upd_pre = Signal(SQ)            # slot X is rewritten by this stage, in x_pre's queue
-            m.d.comb += upd_pre.eq(Mux(same_pre & placed, upd, 0))
+            # (upd where placed, spelled out by case: the victim's case needs no vic_any, as
+            # first is all zeros without one)
+            m.d.comb += upd_pre.eq(Mux(same_pre & hit, slot1h_ls, 0) | Mux(same_pre & do_free, free1h, 0) |
+                                   Mux(same_pre & ~resident & ~free, first, 0))
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
             with m.If(adv):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
@@ -1296,7 +1300,10 @@ class Tracker(wiring.Component):
                 m.d.sync += [
                     free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(mq_pre.nres))),
                     res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
-                    slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
+                    # (slot_after by case: only the victim's case waits for first)
+                    slot_ls.eq(Mux(src_here & ~resident & ~free & vic_any, vic,
+                                   Mux(src_here & (resident | ~free), slot_src,
+                                       Mux(src_here, nres[:g.sb], slot_pre)))),
                     slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
                 ]
 
