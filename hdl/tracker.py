@@ -623,7 +623,13 @@ class Tracker(wiring.Component):
         m.d.sync += f_valid.eq((f_valid & ~clr_v) | set_v)
         with m.If(take_v | take_e | take_p | take_l):
             m.d.sync += rec_wp.eq(rec_wp + 1)
-        m.d.sync += n_inflight.eq(n_inflight + (take_v | take_e | take_p | take_l) - retire)
+        # (take and retire come late: they choose between counts and compares made from the
+        # register alone, with no adder or comparator behind them)
+        n_up, n_down = Signal(TB + 1), Signal(TB + 1)
+        m.d.comb += [n_up.eq(n_inflight + 1), n_down.eq(n_inflight - 1)]
+        grows, shrinks = Signal(), Signal()
+        m.d.comb += [grows.eq(take & ~retire), shrinks.eq(retire & ~take)]
+        m.d.sync += n_inflight.eq(Mux(grows, n_up, Mux(shrinks, n_down, n_inflight)))
 
         # Accept's registers for the next cycle (declared with cand, above). The next cand is the
         # FIFO's head when cand is reloaded, otherwise cand itself. For the head both outcomes of
@@ -657,8 +663,8 @@ class Tracker(wiring.Component):
                 m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
         with m.Else():
             m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
-        left = n_inflight - retire
-        m.d.sync += room_r.eq(Mux(take, left + 1 < D - 1, left < D - 1))
+        # room after this cycle: fewer than D - 1 in flight (n_inflight + take - retire < D - 1)
+        m.d.sync += room_r.eq(Mux(grows, n_inflight < D - 2, Mux(shrinks, n_inflight < D, n_inflight < D - 1)))
 
         # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
         m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
