@@ -279,6 +279,8 @@ class Tracker(wiring.Component):
                      nb.eq(((nb_prod >> 16) >> self.bucket_bits) + 2)]
         m.d.sync += [self.cfg_error.eq((nb > R) | (self.budget > g.max_budget)),
                      lazy.eq(Mux(nb > R, 0, R - nb))]
+        dense_on = Signal()                        # dense mode can start (tln_d != 0)
+        m.d.sync += dense_on.eq(self.tln_d != 0)
         alpha_eff = Signal(S.ALPHA_BITS)
         m.d.comb += alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha))
 
@@ -439,6 +441,7 @@ class Tracker(wiring.Component):
         cand_st = Signal(g.step_layout())                     # cand's queue's step state
         cand_back = Signal()                                  # cand.step is below the queue's step
         cand_new = Signal()                                   # cand.step starts a new step of the queue
+        cand_over = Signal()                                  # cand's queue read more than the budget this step
         take = Signal()                                       # A takes cand this cycle
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
         pre_move = Signal()                                   # pre enters the FIFO this cycle
@@ -476,9 +479,12 @@ class Tracker(wiring.Component):
                                     st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
+        # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
+        nxt_over = Signal()
+        m.d.comb += nxt_over.eq(Mux(st_byp, st_cand.step_reads > self.budget, st_ram.step_reads > self.budget))
         with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
-                         cand_bad.eq(nxt_bad)]
+                         cand_bad.eq(nxt_bad), cand_over.eq(nxt_over)]
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
         # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
@@ -569,7 +575,7 @@ class Tracker(wiring.Component):
         backwards = cand_back
         s_use = Mux(backwards, st.cur_step, s_in)
         new_step = cand_new
-        dense = Mux(~st.started, 0, Mux(new_step, (self.tln_d != 0) & (st.step_reads > self.budget), st.dense))
+        dense = Mux(~st.started, 0, Mux(new_step, dense_on & cand_over, st.dense))
         sat = (1 << g.step_reads) - 1
         n_reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
         m.d.comb += [cand_writes.eq(cand_v & sel_e & ~cand.bad),
