@@ -1018,7 +1018,10 @@ class Tracker(wiring.Component):
             m.d.comb += nx_rd_v.addr.eq(saddr(vic))
             nv = nx_rd_v.data
         else:
-            first = Signal(SQ)              # one-hot: the slot before every other slot in the order
+            # first and upd_pre are kept (Yosys "keep"): synthesis maps the logic on each side of
+            # them on its own, as written (two levels for the row ANDs, one for upd_pre), instead
+            # of merging the loop into deeper cones shared with other outputs (docs/tracker.md)
+            first = Signal(SQ, attrs={"keep": 1})   # one-hot: the slot before every other slot in the order
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
             m.d.comb += first.eq(Cat(*[Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]).all()
@@ -1193,7 +1196,7 @@ class Tracker(wiring.Component):
             # the list stage's loop (snap_* -> victim -> slot -> new row -> snap_*).
             same_pre = Signal()             # this stage's event is of the record's queue
             m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
-            upd_pre = Signal(SQ)            # slot X is rewritten by this stage, in x_pre's queue
+            upd_pre = Signal(SQ, attrs={"keep": 1})   # slot X is rewritten by this stage, in x_pre's queue
             # (upd where placed, spelled out by case: the victim's case needs no vic_any, as
             # first is all zeros without one)
             m.d.comb += upd_pre.eq(Mux(same_pre & hit, slot1h_ls, 0) | Mux(same_pre & do_free, free1h, 0) |
