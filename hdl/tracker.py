@@ -366,7 +366,9 @@ class Tracker(wiring.Component):
         # record FIFO between accept and B0
         m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
         rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port(domain="comb")
+        rec_r1 = rec_mem.read_port(domain="comb")          # the entry after the head
         rec_wp, rec_rp = Signal(TB + 1), Signal(TB + 1)
+        rec_rp1 = Signal(TB + 1, init=1)                    # rec_rp + 1
         n_inflight = Signal(TB + 1)                # accepted, not yet retired
 
         # ---------------------------------------------------------------- clear after reset
@@ -693,10 +695,16 @@ class Tracker(wiring.Component):
         res_slot = Signal(g.sb)                 # the slot the output record's position holds after it
         m.d.comb += adv.eq(adv6 & ~splice)
 
-        # B0 load: the record FIFO's head, and its metadata word if it needs one
-        m.d.comb += [rec_r.addr.eq(rec_rp[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
-        head_rec = data.View(rlay, rec_r.data)
-        rec_avail = rec_wp != rec_rp
+        # B0 load: the record FIFO's head, and its metadata word if it needs one. The head is a
+        # register (head_q), so B0's decision (needs a word, waits behind its source) starts at
+        # flip-flops, not behind the FIFO RAM's read: it is refilled from the entry after it
+        # (read at rec_rp1, a register) as it loads, or from the entry at rec_rp while it is
+        # empty. A record reaches the head the cycle after it is written (one cycle of latency).
+        m.d.comb += [rec_r.addr.eq(rec_rp[:TB]), rec_r1.addr.eq(rec_rp1[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
+        head_q = Signal(rlay)
+        head_v = Signal()
+        head_rec = data.View(rlay, head_q)
+        rec_avail = head_v
         needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
         rsp_avail = rsp_wp != rsp_rp
         # A record that forwards from an older record of its entry reads that record's new EMA
@@ -715,9 +723,12 @@ class Tracker(wiring.Component):
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
         bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
-            m.d.sync += rec_rp.eq(rec_rp + 1)
+            m.d.sync += [rec_rp.eq(rec_rp1), rec_rp1.eq(rec_rp1 + 1),
+                         head_q.eq(rec_r1.data), head_v.eq(rec_rp1 != rec_wp)]
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
+        with m.Elif(~head_v):
+            m.d.sync += [head_q.eq(rec_r.data), head_v.eq(rec_rp != rec_wp)]
 
         # Stage registers r[0..18] move together (adv); r[18] is the list stage; r_out is the
         # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
