@@ -953,9 +953,7 @@ class Tracker(wiring.Component):
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
             mk_r17 = Signal(SQ * T.KEY_BITS)
-            # (snap_ls, snap_mx and snap_mk are loaded below, where the list stage's change is known)
-            with m.If(adv):
-                m.d.sync += mk_r17.eq(Mux(mk_wr.en & (mk_wr.addr == q_pre2), mk_wr.data, mk_rd.data))
+            # (snap_ls, snap_mx, snap_mk and mk_r17 are loaded below, where the list stage's change is known)
             mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
             nres = Signal(g.nres)
@@ -1212,6 +1210,28 @@ class Tracker(wiring.Component):
             # first is all zeros without one)
             m.d.comb += upd_pre.eq(Mux(same_pre & hit, slot1h_ls, 0) | Mux(same_pre & do_free, free1h, 0) |
                                    Mux(same_pre & ~resident & ~free, first, 0))
+            # the same for the record two stages back (x_pre2), whose keys (mk_r17) and residency
+            # word (mq_res) are read then
+            q_pre2_same = Signal()
+            m.d.comb += q_pre2_same.eq(is_ev & (x.q == q_pre2))
+            upd_pre2 = Signal(SQ, attrs={"keep": 1})
+            m.d.comb += upd_pre2.eq(Mux(q_pre2_same & hit, slot1h_ls, 0) | Mux(q_pre2_same & do_free, free1h, 0) |
+                                    Mux(q_pre2_same & ~resident & ~free, first, 0))
+
+            def keys_with_change(upd_mask, old):
+                """The queue's keys ``old`` with this stage's new key in the slots of ``upd_mask``."""
+                return Cat(*[Mux(upd_mask[i], key, old[i * T.KEY_BITS:(i + 1) * T.KEY_BITS]) for i in range(SQ)])
+
+            def list_with_change(same, upd_mask, old):
+                """The queue's list word ``old`` (the RAM's) with this stage's change taken when ``same``
+                (this stage's event is of that queue; ``upd_mask``: the slots it rewrites)."""
+                old = data.View(self._mlist_layout(), old)
+                return pack(self._mlist_layout(), started=old.started | same,
+                            nres=Mux(same, nres + do_free, old.nres),
+                            lst=(old.lst & ~upd_mask) | Mux(pinned, 0, upd_mask),
+                            pf=(old.pf & ~upd_mask) | Mux(x.pf & ~hit, upd_mask, 0),
+                            pos=Cat(*[Mux(upd_mask[i], x.position, old.pos[i * g.pb:(i + 1) * g.pb])
+                                      for i in range(SQ)]))
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
             with m.If(adv):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
@@ -1241,7 +1261,6 @@ class Tracker(wiring.Component):
                                  mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
             # the words for the record entering this stage (see upd_pre above); row and column X
             # as m_new writes them: col_x needs insert only where placed, so ~pinned
-            rd_ls = data.View(self._mlist_layout(), ls_rd.data)
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             col_pre = Signal(SQ)
             m.d.comb += col_pre.eq(Mux(pinned, (1 << SQ) - 1, ~before))
@@ -1249,14 +1268,9 @@ class Tracker(wiring.Component):
                 m.d.sync += [
                     snap_mx.eq(Cat(*[Mux(upd_pre[i], row_x[j], Mux(upd_pre[j], col_pre[i], rd_row[i][j]))
                                      for i in range(SQ) for j in range(SQ)])),
-                    snap_mk.eq(Cat(*[Mux(upd_pre[i], key, mk_r17[i * T.KEY_BITS:(i + 1) * T.KEY_BITS])
-                                     for i in range(SQ)])),
-                    snap_ls.eq(pack(self._mlist_layout(), started=rd_ls.started | same_pre,
-                                    nres=Mux(same_pre, nres + do_free, rd_ls.nres),
-                                    lst=(rd_ls.lst & ~upd_pre) | Mux(pinned, 0, upd_pre),
-                                    pf=(rd_ls.pf & ~upd_pre) | Mux(x.pf & ~hit, upd_pre, 0),
-                                    pos=Cat(*[Mux(upd_pre[i], x.position, rd_ls.pos[i * g.pb:(i + 1) * g.pb])
-                                              for i in range(SQ)]))),
+                    snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
+                    snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
+                    mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
         pf_s, pf_v = Signal(), Signal()     # the pf bits of slot_src and of the victim
@@ -1297,7 +1311,7 @@ class Tracker(wiring.Component):
             mq_res = Signal(self._mlist_layout())
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
             with m.If(adv):
-                m.d.sync += mq_res.eq(Mux(ls_wr.en & (ls_wr.addr == x_pre2.q), ls_wr.data, ls_rd_res.data))
+                m.d.sync += mq_res.eq(list_with_change(q_pre2_same, upd_pre2, ls_rd_res.data))
             mq_pre = data.View(self._mlist_layout(), mq_res)
             slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
             src_two = Signal()
