@@ -1203,20 +1203,21 @@ class Tracker(wiring.Component):
             # queue (upd_pre[X]) takes its new value over the RAM's (the RAM word of the queue
             # being written is this stage's own, snap_*). That is one multiplexer level less on
             # the list stage's loop (snap_* -> victim -> slot -> new row -> snap_*).
-            same_pre = Signal()             # this stage's event is of the record's queue
-            m.d.comb += same_pre.eq(is_ev & (x.q == x_pre.q))
-            upd_pre = Signal(SQ, attrs={"keep": 1})   # slot X is rewritten by this stage, in x_pre's queue
-            # (upd where placed, spelled out by case: the victim's case needs no vic_any, as
-            # first is all zeros without one)
-            m.d.comb += upd_pre.eq(Mux(same_pre & hit, slot1h_ls, 0) | Mux(same_pre & do_free, free1h, 0) |
-                                   Mux(same_pre & ~resident & ~free, first, 0))
-            # the same for the record two stages back (x_pre2), whose keys (mk_r17) and residency
-            # word (mq_res) are read then
-            q_pre2_same = Signal()
-            m.d.comb += q_pre2_same.eq(is_ev & (x.q == q_pre2))
-            upd_pre2 = Signal(SQ, attrs={"keep": 1})
-            m.d.comb += upd_pre2.eq(Mux(q_pre2_same & hit, slot1h_ls, 0) | Mux(q_pre2_same & do_free, free1h, 0) |
-                                    Mux(q_pre2_same & ~resident & ~free, first, 0))
+            def rewritten_slots(q, name):
+                """(same, mask): this stage's event is of queue ``q``, and the slots it rewrites there
+                (upd where placed, spelled out by case: the victim's case needs no vic_any, as
+                first is all zeros without one; kept, see first)."""
+                same = Signal(name=f"same_{name}")
+                mask = Signal(SQ, name=f"upd_{name}", attrs={"keep": 1})
+                m.d.comb += [same.eq(is_ev & (x.q == q)),
+                             mask.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0) |
+                                     Mux(same & ~resident & ~free, first, 0))]
+                return same, mask
+
+            # for the record entering this stage (x_pre), and for the one two stages back (x_pre2),
+            # whose keys (mk_r17) and residency word (mq_res) are read then
+            same_pre, upd_pre = rewritten_slots(x_pre.q, "pre")
+            same_pre2, upd_pre2 = rewritten_slots(q_pre2, "pre2")
 
             def keys_with_change(upd_mask, old):
                 """The queue's keys ``old`` with this stage's new key in the slots of ``upd_mask``."""
@@ -1311,7 +1312,7 @@ class Tracker(wiring.Component):
             mq_res = Signal(self._mlist_layout())
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
             with m.If(adv):
-                m.d.sync += mq_res.eq(list_with_change(q_pre2_same, upd_pre2, ls_rd_res.data))
+                m.d.sync += mq_res.eq(list_with_change(same_pre2, upd_pre2, ls_rd_res.data))
             mq_pre = data.View(self._mlist_layout(), mq_res)
             slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
             src_two = Signal()
