@@ -1184,11 +1184,8 @@ class Tracker(wiring.Component):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(sl)]
 
         else:
-            # the slot the event (re)places, one-hot: its own (hit), the next free one, or the victim
-            upd = Signal(SQ)
             free1h = Signal(SQ)             # the next free slot, one-hot
             m.d.comb += free1h.eq(Const(1, SQ) << nres[:g.sb])
-            m.d.comb += upd.eq(Mux(resident, slot1h_ls, Mux(do_free, free1h, first)))
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
             # (compared as the record enters this stage, from r17's key and the queue's keys as
@@ -1196,35 +1193,47 @@ class Tracker(wiring.Component):
             before = Signal(SQ)
             x_pre = r[LS - 1]
             mk_pre = [mk_r17[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
-            # The record entering this stage takes the queue's words as the RAM holds them with
-            # this stage's write of that queue taken: a per-slot change (row and column X, key X,
-            # lst, pf and position of X), so instead of choosing the whole written word when the
-            # write's address is the record's queue, each slot X that this stage rewrites for that
-            # queue (upd_pre[X]) takes its new value over the RAM's (the RAM word of the queue
-            # being written is this stage's own, snap_*). That is one multiplexer level less on
-            # the list stage's loop (snap_* -> victim -> slot -> new row -> snap_*).
-            def rewritten_slots(q, name):
-                """(same, mask): this stage's event is of queue ``q``, and the slots it rewrites there
-                (upd where placed, spelled out by case: the victim's case needs no vic_any, as
-                first is all zeros without one; kept, see first)."""
-                same = Signal(name=f"same_{name}")
+            # This stage's change of its queue's words is per slot: row and column X, key X, and
+            # X's lst, pf and position bits, for the slot X it (re)places. The same change is
+            # written to the RAMs and taken by the records that read the queue's words ahead (the
+            # matrix, keys and list word as a record enters this stage; the keys and the residency
+            # word two stages back): each slot X rewritten for that queue (a one-hot mask, zero for
+            # another queue) takes its new value over the RAM's, and every other bit is the RAM's.
+            # That equals choosing the whole written word (the RAM word of the queue being written
+            # is this stage's own, snap_*), with one multiplexer level less on the list stage's
+            # loop (snap_* -> victim -> slot -> new row -> snap_*). One mask and three merge
+            # helpers below make both.
+            def rewritten_slots(same, name):
+                """The slots this stage rewrites in a queue's words, one-hot: none unless ``same``
+                (this stage's event is of that queue) and the event places its position (a hit,
+                a free slot, an eviction; not a prefetch of a resident position, not a miss with
+                nothing evictable, where first is all zeros). The hit's and the free slot's cases
+                come from registers alone and are kept apart (Yosys "keep"), so only the victim's
+                case, one LUT level, waits for the row ANDs (first)."""
+                early = Signal(SQ, name=f"upd_{name}_early", attrs={"keep": 1})
+                take_first = Signal(name=f"upd_{name}_victim")
                 mask = Signal(SQ, name=f"upd_{name}", attrs={"keep": 1})
-                m.d.comb += [same.eq(is_ev & (x.q == q)),
-                             mask.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0) |
-                                     Mux(same & ~resident & ~free, first, 0))]
-                return same, mask
+                m.d.comb += [early.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0)),
+                             take_first.eq(same & ~resident & ~free),
+                             mask.eq(early | Mux(take_first, first, 0))]
+                return mask
 
-            # for the record entering this stage (x_pre), and for the one two stages back (x_pre2),
-            # whose keys (mk_r17) and residency word (mq_res) are read then
-            same_pre, upd_pre = rewritten_slots(x_pre.q, "pre")
-            same_pre2, upd_pre2 = rewritten_slots(q_pre2, "pre2")
+            def matrix_with_change(upd_mask, rows):
+                """The matrix ``rows`` (one word per row) with row and column X rewritten for each
+                slot X of ``upd_mask``: row X masked by the order's mask (lst[j] is the new one for
+                j != X), column X the complement of ``before``, or all ones when a pinned position
+                takes X (it leaves the mask)."""
+                row_x = before | ~lst
+                col_x = Mux(pinned, (1 << SQ) - 1, ~before)
+                return Cat(*[Mux(upd_mask[i], row_x[j], Mux(upd_mask[j], col_x[i], rows[i][j]))
+                             for i in range(SQ) for j in range(SQ)])
 
             def keys_with_change(upd_mask, old):
                 """The queue's keys ``old`` with this stage's new key in the slots of ``upd_mask``."""
                 return Cat(*[Mux(upd_mask[i], key, old[i * T.KEY_BITS:(i + 1) * T.KEY_BITS]) for i in range(SQ)])
 
             def list_with_change(same, upd_mask, old):
-                """The queue's list word ``old`` (the RAM's) with this stage's change taken when ``same``
+                """The queue's list word ``old`` with this stage's change taken when ``same``
                 (this stage's event is of that queue; ``upd_mask``: the slots it rewrites)."""
                 old = data.View(self._mlist_layout(), old)
                 return pack(self._mlist_layout(), started=old.started | same,
@@ -1233,42 +1242,31 @@ class Tracker(wiring.Component):
                             pf=(old.pf & ~upd_mask) | Mux(x.pf & ~hit, upd_mask, 0),
                             pos=Cat(*[Mux(upd_mask[i], x.position, old.pos[i * g.pb:(i + 1) * g.pb])
                                       for i in range(SQ)]))
+
+            # the slots rewritten: written here, and for the record entering this stage (x_pre)
+            # and the one two stages back (x_pre2), whose keys (mk_r17) and residency word
+            # (mq_res) are read then
+            same_pre, same_pre2 = Signal(), Signal()
+            m.d.comb += [same_pre.eq(is_ev & (x.q == x_pre.q)), same_pre2.eq(is_ev & (x.q == q_pre2))]
+            upd = rewritten_slots(Const(1, 1), "here")
+            upd_pre = rewritten_slots(same_pre, "pre")
+            upd_pre2 = rewritten_slots(same_pre2, "pre2")
+
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
             with m.If(adv):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
                                                 Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
                                             for j in range(SQ)]))
-            m_new = Signal(SQ * SQ)
-            row_x = Signal(SQ)              # row X, masked (lst[j] is lst_new[j] for j != X)
-            col_x = Signal(SQ)              # column X: ~before, or all ones when X leaves the mask
-            m.d.comb += [row_x.eq(before | ~lst), col_x.eq(Mux(insert, ~before, (1 << SQ) - 1))]
-            m.d.comb += m_new.eq(Cat(*[Mux(upd[i], row_x[j], Mux(upd[j], col_x[i], mrow[i][j]))
-                                       for i in range(SQ) for j in range(SQ)]))
-            k_new = Signal(SQ * T.KEY_BITS)
-            m.d.comb += k_new.eq(Cat(*[Mux(upd[i], key, mkey[i]) for i in range(SQ)]))
-            lst_new = Signal(SQ)
-            m.d.comb += lst_new.eq(Mux(placed, (lst & ~upd) | Mux(insert, upd, 0), lst))
-            # the slot's position and pf bit (set by a prefetch's insert, cleared by an access)
-            pf_new = Signal(SQ)
-            m.d.comb += pf_new.eq(Mux(placed, (mpf & ~upd) | Mux(x.pf & ~hit, upd, 0), mpf))
-            pos_new = Signal(SQ * g.pb)
-            m.d.comb += pos_new.eq(Cat(*[Mux(placed & upd[i], x.position, mpos[i]) for i in range(SQ)]))
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
-                             ls_wr.data.eq(pack(self._mlist_layout(), started=Const(1, 1), nres=nres + do_free,
-                                                lst=lst_new, pf=pf_new, pos=pos_new))]
+                             ls_wr.data.eq(list_with_change(Const(1, 1), upd, snap_ls))]
                 with m.If(placed):
-                    m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(m_new),
-                                 mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(k_new)]
-            # the words for the record entering this stage (see upd_pre above); row and column X
-            # as m_new writes them: col_x needs insert only where placed, so ~pinned
+                    m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd, mrow)),
+                                 mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
-            col_pre = Signal(SQ)
-            m.d.comb += col_pre.eq(Mux(pinned, (1 << SQ) - 1, ~before))
             with m.If(adv):
                 m.d.sync += [
-                    snap_mx.eq(Cat(*[Mux(upd_pre[i], row_x[j], Mux(upd_pre[j], col_pre[i], rd_row[i][j]))
-                                     for i in range(SQ) for j in range(SQ)])),
+                    snap_mx.eq(matrix_with_change(upd_pre, rd_row)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
@@ -1289,11 +1287,13 @@ class Tracker(wiring.Component):
             bump("prefetch_evicted_unused", do_evict & pf_v)
 
         # -- the slot the position holds after the event, for younger events of the same entry
+        # (spelled out by case, equal to Mux(no_victim, slot_src, s_ins): only the victim's case
+        # waits for the victim, which in the matrix is the row ANDs; nobody forwards from a prefetch)
         slot_after = Signal(g.sb)
-        m.d.comb += slot_after.eq(Mux(no_victim, slot_src, s_ins))     # (nobody forwards from a prefetch)
+        m.d.comb += slot_after.eq(Mux(~resident & ~free & vic_any, vic, Mux(resident | ~free, slot_src, nres[:g.sb])))
         if self.select == "matrix":
-            slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot)
-            m.d.comb += slot1h_after.eq(Mux(no_victim, slot1h_ls, upd))
+            slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot where placed)
+            m.d.comb += slot1h_after.eq(Mux(resident | no_victim, slot1h_ls, upd))
         with m.If(commit):
             f_write(x.tag, (f_slot, slot_after))
 
@@ -1341,10 +1341,7 @@ class Tracker(wiring.Component):
                 m.d.sync += [
                     free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(mq_pre.nres))),
                     res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
-                    # (slot_after by case: only the victim's case waits for first)
-                    slot_ls.eq(Mux(src_here & ~resident & ~free & vic_any, vic,
-                                   Mux(src_here & (resident | ~free), slot_src,
-                                       Mux(src_here, nres[:g.sb], slot_pre)))),
+                    slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
                     slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
                 ]
 
