@@ -715,11 +715,28 @@ class Tracker(wiring.Component):
         # add or shift. A record behind a prefetch insert takes the insert's decay inputs instead
         # (r6, below) and lookups use only the slot (the list stage's): neither waits. Traces
         # hardly have such pairs (docs/tracker.md, "The pipeline"); counted in fwd_wait_cycles.
+        #
+        # The wait is known a cycle ahead, registered (behind): the compare of the head's source
+        # tag with the first stages' tags, in front of load, was the board's critical path
+        # (11.80 ns at 1f8daf2). Next cycle's head is the entry after it when it loads, itself when
+        # it does not, or the entry at rec_rp when it is refilled; the stages hold, or move by one
+        # with the head (load) or a bubble entering r0. Each case compares with the tags the stages
+        # will hold, so behind is exactly the compare made on next cycle's registers.
+        def waits_on(rec, stages):
+            """``rec`` waits behind one of ``stages`` ((valid, tag) of the first stages)"""
+            return rec.fwd & ~rec.lk & ~rec.fwd_pf & _or_all([vj & (tj == rec.fwd_tag) for vj, tj in stages])
+        stages_now = [(v[j], r[j].tag) for j in range(EMA_W - SRC_R)]
+        stages_moved = stages_now[:-1]          # after adv (r[j + 1] = r[j]), behind a bubble or the head
         behind = Signal()
-        m.d.comb += behind.eq(head_rec.fwd & ~head_rec.lk & ~head_rec.fwd_pf &
-                              _or_all([v[j] & (r[j].tag == head_rec.fwd_tag) for j in range(EMA_W - SRC_R)]))
         load = Signal()
         m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
+        with m.If(load):
+            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r1.data), [(Const(1, 1), head_rec.tag)] + stages_moved))
+        with m.Elif(head_v):
+            m.d.sync += behind.eq(Mux(adv, waits_on(head_rec, stages_moved), waits_on(head_rec, stages_now)))
+        with m.Else():
+            m.d.sync += behind.eq(Mux(adv, waits_on(data.View(rlay, rec_r.data), stages_moved),
+                                      waits_on(data.View(rlay, rec_r.data), stages_now)))
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
         bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
