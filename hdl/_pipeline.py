@@ -70,19 +70,29 @@ class StreamSlice(wiring.Component):
         out_valid = Signal()                             # the output register holds a beat
         withdraw = Signal()                              # the flush, registered: this cycle drops
         m.d.sync += withdraw.eq(self.flush)
-        m.d.comb += [self.i.ready.eq(skid_empty), self.o.valid.eq(out_valid & ~withdraw)]
+        m.d.comb += [self.i.ready.eq(skid_empty), self.o.valid.eq(self._shown(out_valid, withdraw))]
         with m.If(~self.o.valid | self.o.ready):         # the output register is free: refill it
             m.d.sync += [out_valid.eq(~skid_empty | self.i.valid),
                          self.o.payload.eq(Mux(skid_empty, self.i.payload, skid_payload)),
                          skid_empty.eq(1)]
         with m.Elif(self.i.valid & skid_empty):          # output stalled, input beat taken: keep it
             m.d.sync += [skid_payload.eq(self.i.payload), skid_empty.eq(0)]
-        # a withdrawal drops what is held and keeps the beat taken now, which the refill above put
-        # in the output register (a withdrawn output is free); last, so it wins, and apart from the
-        # above so that a flush left at 0 folds away (an If/Elif chain on a constant lints CASEOVERLAP)
+        self._withdraw(m, withdraw, out_valid, skid_empty)
+        return m
+
+    # The flush's two effects, apart so that the tests' broken slices vary only these
+    # (tests/test_pipeline_slice.py)
+    def _shown(self, out_valid, withdraw):
+        """``o.valid``: the output register's beat, hidden in the cycle that withdraws it."""
+        return out_valid & ~withdraw
+
+    def _withdraw(self, m, withdraw, out_valid, skid_empty):
+        """A withdrawal drops what is held and keeps the beat taken now, which the refill put in
+        the output register (a withdrawn output is free). Added after the refill, so it wins, and
+        apart from it so that a flush left at 0 folds away (an If/Elif chain on a constant lints
+        CASEOVERLAP)."""
         with m.If(withdraw):
             m.d.sync += [out_valid.eq(self.i.valid & skid_empty), skid_empty.eq(1)]
-        return m
 
 
 def slice_channel(m, name, src, dst, valid, ready, payload, flush=None):
