@@ -718,7 +718,7 @@ class Tracker(wiring.Component):
         #
         # The wait is known a cycle ahead, registered (behind): the compare of the head's source
         # tag with the first stages' tags, in front of load, was the board's critical path
-        # (11.80 ns at 1f8daf2). Next cycle's head is the entry after it when it loads, itself when
+        # (11.80 ns at b8b49b4). Next cycle's head is the entry after it when it loads, itself when
         # it does not, or the entry at rec_rp when it is refilled; the stages hold, or move by one
         # with the head (load) or a bubble entering r0. Each case compares with the tags the stages
         # will hold, so behind is exactly the compare made on next cycle's registers.
