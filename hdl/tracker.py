@@ -725,18 +725,19 @@ class Tracker(wiring.Component):
         def waits_on(rec, stages):
             """``rec`` waits behind one of ``stages`` ((valid, tag) of the first stages)"""
             return rec.fwd & ~rec.lk & ~rec.fwd_pf & _or_all([vj & (tj == rec.fwd_tag) for vj, tj in stages])
-        stages_now = [(v[j], r[j].tag) for j in range(EMA_W - SRC_R)]
-        stages_moved = stages_now[:-1]          # after adv (r[j + 1] = r[j]), behind a bubble or the head
+        W = EMA_W - SRC_R
+        # the first stages next cycle without a new r0: r[0..W-2] as they are, and r[W-1] unless
+        # the stages move (then it leaves the window and a bubble or the head enters r0)
+        stages_next = [(v[j], r[j].tag) for j in range(W - 1)] + [(v[W - 1] & ~adv, r[W - 1].tag)]
         behind = Signal()
         load = Signal()
         m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
         with m.If(load):
-            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r1.data), [(Const(1, 1), head_rec.tag)] + stages_moved))
+            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r1.data), [(Const(1, 1), head_rec.tag)] + stages_next[:-1]))
         with m.Elif(head_v):
-            m.d.sync += behind.eq(Mux(adv, waits_on(head_rec, stages_moved), waits_on(head_rec, stages_now)))
+            m.d.sync += behind.eq(waits_on(head_rec, stages_next))
         with m.Else():
-            m.d.sync += behind.eq(Mux(adv, waits_on(data.View(rlay, rec_r.data), stages_moved),
-                                      waits_on(data.View(rlay, rec_r.data), stages_now)))
+            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r.data), stages_next))
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
         bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
