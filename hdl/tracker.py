@@ -167,10 +167,11 @@ def pack(layout, **fields):
 
 def _or_all(values):
     """The OR of ``values`` (a one-hot choice among values zeroed when not chosen)."""
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out
+    values = list(values)
+    while len(values) > 1:          # a balanced tree: the depth is log2 of the count, not the count
+        values = [values[i] | values[i + 1] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
 
 
 def lowest_set(m, vec, width):
@@ -827,15 +828,28 @@ class Tracker(wiring.Component):
         wr_ema10 = Signal()             # the record in r10 writes its new EMA
         m.d.comb += [wr_src5.eq(v[SRC_R - 1] & (x5.kind == K_EVENT)),
                      wr_ema10.eq(v[EMA_W - 1] & (x10.kind == K_EVENT))]
+        # The read's selects are registers too, made as the record enters r[SRC_R - 2] from the
+        # tags one stage back (the stages move only together, on adv): the source's one-hot entry
+        # (fwd_oh5) and the two bypass conditions. The tag's decode and compares, with their
+        # fan-out to every entry, were in front of the 32-to-1 read (12.11 ns at 3053eb1).
+        x3 = r[SRC_R - 3]
+        fwd_oh5 = Signal(D)
+        byp_src5 = Signal()             # == wr_src5 & (x5.tag == x4.fwd_tag)
+        byp_ema10 = Signal()            # == wr_ema10 & (x10.tag == x4.fwd_tag)
+        with m.If(adv):
+            m.d.sync += [fwd_oh5.eq(Const(1, D) << x3.fwd_tag),
+                         byp_src5.eq(v[SRC_R - 2] & (x4.kind == K_EVENT) & (x4.tag == x3.fwd_tag)),
+                         byp_ema10.eq(v[EMA_W - 2] & (r[EMA_W - 2].kind == K_EVENT)
+                                      & (r[EMA_W - 2].tag == x3.fwd_tag))]
         src4, e4 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
-        m.d.comb += [src4.eq(Mux(x4.fwd_pf, f_read(f_src, x4.fwd_tag), f_read(f_ema, x4.fwd_tag))),
-                     e4.eq(f_read(f_e, x4.fwd_tag))]
+        m.d.comb += [src4.eq(_or_all([Mux(fwd_oh5[i], Mux(x4.fwd_pf, f_src[i], f_ema[i]), 0) for i in range(D)])),
+                     e4.eq(_or_all([Mux(fwd_oh5[i], f_e[i], 0) for i in range(D)]))]
         with m.If(adv):
             m.d.sync += [
                 fwd_src6.eq(Mux(x4.fwd_pf,
-                                Mux(wr_src5 & (x5.tag == x4.fwd_tag), src5, src4),
-                                Mux(wr_ema10 & (x10.tag == x4.fwd_tag), ema_new, src4))),
-                fwd_e6.eq(Mux(wr_src5 & (x5.tag == x4.fwd_tag), e5, e4)),
+                                Mux(byp_src5, src5, src4),
+                                Mux(byp_ema10, ema_new, src4))),
+                fwd_e6.eq(Mux(byp_src5, e5, e4)),
             ]
         m.d.comb += [e5.eq(Mux(pf_src, fwd_e6, e_own)),
                      src5.eq(Mux(x5.fwd, fwd_src6, ema_m[SRC_R - 1]))]
@@ -853,7 +867,10 @@ class Tracker(wiring.Component):
         sprod = Signal(signed(S.SCORE_BITS + 1 + S.ALPHA_BITS + 1))
         dec_w = Signal(S.SCORE_BITS)
         m.d.comb += dec_w.eq((dprod + 0x8000) >> 16)
-        m.d.comb += ema_new.eq(Mux(x10.pf, dec9, dec9 + ((sprod + 0x8000) >> 16)))
+        # dec9 + round(sprod / 2^16) as one add: dec9 << 16 carries the rounding constant below it
+        ema_sum = Signal(signed(S.SCORE_BITS + 16 + 2))
+        m.d.comb += [ema_sum.eq(Cat(Const(0x8000, 16), dec9, Const(0, 1)).as_signed() + sprod),
+                     ema_new.eq(Mux(x10.pf, dec9, ema_sum[16:16 + S.SCORE_BITS]))]
         with m.If(adv):
             m.d.sync += [dprod.eq(src_ema * e_val),
                          dec.eq(dec_w), ema_diff.eq(r[SRC_R + 1].smp - dec_w),
