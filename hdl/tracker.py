@@ -346,12 +346,13 @@ class Tracker(wiring.Component):
         f_adv = Signal(D)                          # its queue's step has advanced since it was accepted
 
         def f_read(arr, tag):
-            out = Signal.like(arr[0])
-            with m.Switch(tag):
-                for i in range(D):
-                    with m.Case(i):
-                        m.d.comb += out.eq(arr[i])
-            return out
+            """``arr[tag]`` as a tree of 2-to-1 multiplexers, one tag bit per level (D is a power of
+            two): it maps onto the LUTs' wide multiplexers, where a case statement becomes a
+            decode and an OR of D terms."""
+            level = list(arr)
+            for b in range(TB):
+                level = [Mux(tag[b], level[k + 1], level[k]) for k in range(0, len(level), 2)]
+            return level[0]
 
         def f_write(tag, *pairs):
             """Register each (array, value) of ``pairs`` into entry ``tag`` (under the caller's condition)."""
@@ -365,9 +366,16 @@ class Tracker(wiring.Component):
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
         rsp_wp, rsp_rp = Signal(TB + 1), Signal(TB + 1)
         # record FIFO between accept and B0
+        # Two copies, one read port each: Yosys's resource sharing merges two read ports of one
+        # memory whose data are used under exclusive conditions into one port behind an address
+        # multiplexer, here selected by B0's load, which put load in front of the read and of the
+        # wait lookahead (the tracker's critical path at b67687f, 11.88 ns). The copies cost no
+        # more distributed RAM than two ports would.
         m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
+        m.submodules.rec_mem1 = rec_mem1 = Memory(shape=rlay, depth=D, init=[])
         rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port(domain="comb")
-        rec_r1 = rec_mem.read_port(domain="comb")          # the entry after the head
+        rec_w1 = rec_mem1.write_port()
+        rec_r1 = rec_mem1.read_port(domain="comb")         # the entry after the head
         rec_wp, rec_rp = Signal(TB + 1), Signal(TB + 1)
         rec_rp1 = Signal(TB + 1, init=1)                    # rec_rp + 1
         n_inflight = Signal(TB + 1)                # accepted, not yet retired
@@ -571,7 +579,8 @@ class Tracker(wiring.Component):
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
-        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l)]
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l),
+                     rec_w1.addr.eq(rec_w.addr), rec_w1.data.eq(rec_w.data), rec_w1.en.eq(rec_w.en)]
 
         # the event's step and mode, and the step state it leaves (written while it is in cand)
         s_in = cand.step
