@@ -354,12 +354,12 @@ class Tracker(wiring.Component):
                 level = [Mux(tag[b], level[k + 1], level[k]) for k in range(0, len(level), 2)]
             return level[0]
 
-        def f_write(tag, *pairs):
-            """Register each (array, value) of ``pairs`` into entry ``tag`` (under the caller's condition)."""
-            with m.Switch(tag):
-                for i in range(D):
-                    with m.Case(i):
-                        m.d.sync += [arr[i].eq(value) for arr, value in pairs]
+        def f_write(onehot, *pairs):
+            """Register each (array, value) of ``pairs`` into the entry ``onehot`` names (under the
+            caller's condition)."""
+            for i in range(D):
+                with m.If(onehot[i]):
+                    m.d.sync += [arr[i].eq(value) for arr, value in pairs]
 
         # response FIFO (metadata words that arrived before their event reached B0)
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
@@ -597,8 +597,11 @@ class Tracker(wiring.Component):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
         m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
-        one_new = Signal(D)
-        m.d.comb += one_new.eq(Const(1, D) << new_tag)
+        # new_tag one-hot, a register that turns with rec_wp: its decode was in front of accept's
+        # lookahead (wait_r, the tracker's critical path once the record FIFO's read was not)
+        one_new = Signal(D, init=1)
+        with m.If(take):
+            m.d.sync += one_new.eq(one_new.rotate_left(1))
 
         smp_ev = Mux(cand.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
         rec_v = pack(rlay, kind=Mux(cand.bad, K_VERR, K_VREQ), q=cand.q, layer=cand.layer, head=cand.head,
@@ -624,7 +627,7 @@ class Tracker(wiring.Component):
             bump("writes", cand.write)
             bump("step_errors", backwards)
         with m.If((take_e | take_p) & ~ev_bad):
-            f_write(new_tag, (f_addr, ev_addr), (f_step, Mux(sel_p, st.cur_step, s_use)))
+            f_write(one_new, (f_addr, ev_addr), (f_step, Mux(sel_p, st.cur_step, s_use)))
             # the new record becomes its entry's youngest; the matched one no longer is
             m.d.sync += [f_latest.eq((f_latest & ~match) | one_new),
                          f_pf.eq(Mux(take_p, f_pf | one_new, f_pf & ~one_new))]
@@ -865,7 +868,7 @@ class Tracker(wiring.Component):
         with m.If(adv):
             m.d.sync += [e_val.eq(e5), src_ema.eq(src5)]
         with m.If(adv & wr_src5):
-            f_write(x5.tag, (f_src, src5), (f_e, e5))
+            f_write(Const(1, D) << x5.tag, (f_src, src5), (f_e, e5))
 
         # r7 -> r8 -> r9 -> r10 -> r11: the decay (one multiply, then the rounding and sample - dec),
         # the step towards the sample (one multiply, then the sum); a prefetch insert only decays
@@ -886,7 +889,7 @@ class Tracker(wiring.Component):
                          sprod.eq(ema_diff * alpha_eff), dec9.eq(dec),
                          ema_n[EMA_W].eq(ema_new)]
         with m.If(adv & wr_ema10):
-            f_write(x10.tag, (f_ema, ema_new))
+            f_write(Const(1, D) << x10.tag, (f_ema, ema_new))
 
         # r11 -> r12 -> r13: log2 of the new EMA (leading one and mantissa; the ROM)
         ema11 = ema_n[EMA_W]
@@ -1339,7 +1342,7 @@ class Tracker(wiring.Component):
             slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot where placed)
             m.d.comb += slot1h_after.eq(Mux(resident | no_victim, slot1h_ls, upd))
         with m.If(commit):
-            f_write(x.tag, (f_slot, slot_after))
+            f_write(Const(1, D) << x.tag, (f_slot, slot_after))
 
         if self.select == "matrix":
             # -- residency of the record entering this stage (from r17), registered: the slot its
