@@ -276,7 +276,7 @@ class Tracker(wiring.Component):
         nb = Signal(TLN_BITS)                      # the policy's NB
         lazy = Signal(g.bb + 1)                    # L = R - NB: expired keys the ring holds below kc
         m.d.sync += [tln_max.eq(Mux(self.tln_r > self.tln_d, self.tln_r, self.tln_d)),
-                     nb_prod.eq(tln_max * 4095),
+                     nb_prod.eq((tln_max << 12) - tln_max),       # x 4095: one subtract, no DSP
                      nb.eq(((nb_prod >> 16) >> self.bucket_bits) + 2)]
         m.d.sync += [self.cfg_error.eq((nb > R) | (self.budget > g.max_budget)),
                      lazy.eq(Mux(nb > R, 0, R - nb))]
