@@ -174,6 +174,11 @@ def _or_all(values):
     return values[0]
 
 
+def _onehot_read(onehot, values):
+    """``values[i]`` for the one bit ``i`` set in ``onehot`` (0 if none): an AND-OR, no decode."""
+    return _or_all([Mux(onehot[i], value, 0) for i, value in enumerate(values)])
+
+
 def lowest_set(m, vec, width):
     """(any, index) of the lowest set bit of ``vec``: a binary tree of 2:1 choices."""
     def rec(lo, n):
@@ -559,7 +564,7 @@ class Tracker(wiring.Component):
         # slot_after) for the record to start from. At another step they differ: the record waits
         # until the insert has retired.
         t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
-        m.d.comb += t_fwd.eq(_or_all([Mux(match[i], f_step[i], 0) for i in range(D)]))
+        m.d.comb += t_fwd.eq(_onehot_read(match, f_step))
         wait_pf = wait_r
         need_read = Signal()
         m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
@@ -854,8 +859,8 @@ class Tracker(wiring.Component):
                          byp_ema10.eq(v[EMA_W - 2] & (r[EMA_W - 2].kind == K_EVENT)
                                       & (r[EMA_W - 2].tag == x3.fwd_tag))]
         src4, e4 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
-        m.d.comb += [src4.eq(_or_all([Mux(fwd_oh5[i], Mux(x4.fwd_pf, f_src[i], f_ema[i]), 0) for i in range(D)])),
-                     e4.eq(_or_all([Mux(fwd_oh5[i], f_e[i], 0) for i in range(D)]))]
+        m.d.comb += [src4.eq(_onehot_read(fwd_oh5, [Mux(x4.fwd_pf, f_src[i], f_ema[i]) for i in range(D)])),
+                     e4.eq(_onehot_read(fwd_oh5, f_e))]
         with m.If(adv):
             m.d.sync += [
                 fwd_src6.eq(Mux(x4.fwd_pf,
@@ -1091,7 +1096,7 @@ class Tracker(wiring.Component):
         if self.select == "ring":
             m.d.comb += [ps_rd_v.addr.eq(saddr(vic)), vic_pos.eq(ps_rd_v.data)]
         else:                               # one-hot: no encoder and RAM read behind the AND
-            m.d.comb += vic_pos.eq(_or_all([Mux(first[i], mpos[i], 0) for i in range(SQ)]))
+            m.d.comb += vic_pos.eq(_onehot_read(first, mpos))
 
         hit = Signal()
         pf_noop = Signal()              # a prefetch insert of a resident position: nothing changes
