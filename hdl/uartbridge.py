@@ -265,16 +265,36 @@ class UARTBridge(wiring.Component):
 
         def timer_count():
             m.d.comb += t_op.eq(T_COUNT)
-        # the parser reads the FIFO through a one-byte register: the FIFO's read path and the
-        # parser's compare chains do not fit one fast cycle together
+        # The parser reads the FIFO through two byte registers: `held`, then `byte` with the
+        # byte's compares (`is_`: SYNC, zero, a known command, the batch-size bounds) registered
+        # beside it from `held`. The FIFO's read path, the compares and the FSM's decisions are
+        # then three separate cycles: on the board the FIFO sits by the pin and the FSM by the
+        # controller, and `byte` → route → the batch-size check → `rdata` was the board top's
+        # critical path at 112a51c (11.31 ns). The cost is a cycle per byte of latency, against
+        # ~10 bit times (≥ 40 cycles) per byte on the line.
+        batch = self.event_batch
+        held = Signal(8)
+        held_valid = Signal()
         byte = Signal(8)
         byte_valid = Signal()
         consume = Signal()
-        m.d.comb += fifo.r_en.eq(~byte_valid | consume)
-        with m.If(fifo.r_en & fifo.r_rdy):
-            m.d.sync += [byte.eq(fifo.r_data), byte_valid.eq(1)]
-        with m.Elif(consume):
-            m.d.sync += byte_valid.eq(0)
+        advance = Signal()                               # `byte` takes `held` (valid or not)
+        is_sync, is_zero, is_known_cmd = Signal(), Signal(), Signal()
+        is_lo_over = Signal()                            # above the event batch's low byte
+        is_hi_over, is_hi_equal = Signal(), Signal()     # above / equal to the batch's high byte
+        m.d.comb += [advance.eq(~byte_valid | consume), fifo.r_en.eq(~held_valid | advance)]
+        with m.If(fifo.r_en):
+            m.d.sync += [held.eq(fifo.r_data), held_valid.eq(fifo.r_rdy)]
+        with m.If(advance):
+            m.d.sync += [
+                byte.eq(held), byte_valid.eq(held_valid),
+                is_sync.eq(held == proto.SYNC), is_zero.eq(held == 0),
+                is_known_cmd.eq((held == proto.CMD_PING) | (held == proto.CMD_READ) | (held == proto.CMD_WRITE)
+                                | (held == proto.CMD_EVENTS)),
+                is_lo_over.eq(held > (batch & 0xFF)),
+                is_hi_over.eq((held != 0) if batch >> 8 == 0 else (held > batch >> 8)),
+                is_hi_equal.eq(held == batch >> 8),
+            ]
         last = Mux(cmd == proto.CMD_WRITE, 8, 4)         # index of the check byte
         lo_zero = Signal()                               # the frame's byte 2 (count[7:0]) is 0
         lo_over = Signal()                               # ... is above the event batch's low byte
@@ -329,7 +349,6 @@ class UARTBridge(wiring.Component):
 
         # --- event path: record RAM (one 16-byte record per word, written a byte at a time),
         # decision RAM (victim, flags), counters
-        batch = self.event_batch
         n_events = Signal(16)
         rec = Signal(range(batch + 1))                   # record being received / event being issued
         off = Signal(4)                                  # byte of the record being received
@@ -385,7 +404,7 @@ class UARTBridge(wiring.Component):
             m.d.comb += sending.eq(fsm.ongoing("RESPOND") | (fsm.ongoing("EV_RESPOND") if self.has_events else 0))
             with m.State("HUNT"):
                 m.d.comb += consume.eq(1)
-                with m.If(byte_valid & (byte == proto.SYNC)):
+                with m.If(byte_valid & is_sync):
                     m.d.sync += [index.eq(1), check.eq(proto.SYNC)]
                     timer_clear()
                     m.next = "RECEIVE"
@@ -398,20 +417,18 @@ class UARTBridge(wiring.Component):
                     with m.Switch(index):
                         with m.Case(1):
                             m.d.sync += cmd.eq(byte)
-                            with m.If((byte != proto.CMD_PING) & (byte != proto.CMD_READ) & (byte != proto.CMD_WRITE)
-                                      & (byte != proto.CMD_EVENTS)):
+                            with m.If(~is_known_cmd):
                                 fail(proto.ERR_COMMAND)
                         with m.Case(2):
-                            m.d.sync += [addr[:8].eq(byte), lo_zero.eq(byte == 0), lo_over.eq(byte > (batch & 0xFF))]
+                            m.d.sync += [addr[:8].eq(byte), lo_zero.eq(is_zero), lo_over.eq(is_lo_over)]
                         with m.Case(3):
                             m.d.sync += addr[8:].eq(byte)
                             with m.If(cmd == proto.CMD_EVENTS):     # the count is in: size check, then records
                                 count = Cat(addr[:8], byte)
                                 m.d.sync += [n_events.eq(count), rec.eq(0), off.eq(0), bad_found.eq(0)]
-                                # count == 0 or count > batch, from flags of the low byte registered
-                                # with it (no 16-bit compare behind the byte register)
-                                hi_over = (byte != 0) if batch >> 8 == 0 else (byte > batch >> 8)
-                                bad_count = ((byte == 0) & lo_zero) | hi_over | ((byte == batch >> 8) & lo_over)
+                                # count == 0 or count > batch, from the flags of both bytes (no
+                                # 16-bit compare, no compare behind the byte register)
+                                bad_count = (is_zero & lo_zero) | is_hi_over | (is_hi_equal & lo_over)
                                 with m.If(bad_count):
                                     events_fail(proto.EV_BATCH_SIZE, batch)
                                 with m.Else():
