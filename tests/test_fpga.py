@@ -100,6 +100,29 @@ def test_missing_tool_names_its_package(monkeypatch, tmp_path):
         fpga.toolchain_env()
 
 
+
+@pytest.mark.parametrize("allow_timing_fail", [False, True])
+def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_path, allow_timing_fail):
+    """nextpnr stops on a failing clock only without --allow-timing-fail; with it, a failed run
+    (killed, out of memory) must not be blamed on timing even though its log says FAIL."""
+    class Platform:
+        def build(self, top, name, build_dir, do_program, nextpnr_opts):
+            assert ("--timing-allow-fail" in nextpnr_opts) == allow_timing_fail
+            (Path(build_dir) / f"{name}.tim").write_text("Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\n")
+            raise RuntimeError("returned non-zero exit status 143")
+
+    class Board:
+        def platform(self):
+            return Platform()
+
+    import cxlkv.hdl.boards
+    monkeypatch.setattr(cxlkv.hdl.boards, "get_board", lambda name: Board())
+    monkeypatch.setattr(fpga, "toolchain_env", lambda: {})
+    with pytest.raises(CxlkvError, match="status 143") as err:
+        fpga._board_build("ulx3s-85f", None, tmp_path, allow_timing_fail=allow_timing_fail)
+    assert ("timing not met" in str(err.value)) != allow_timing_fail
+
+
 # ---- the vendor-board template
 
 def test_vendor_template_moves_hdm_traffic():
