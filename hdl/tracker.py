@@ -671,20 +671,32 @@ class Tracker(wiring.Component):
         nxt_pe = (nxt.src == SRC_P) | (nxt.src == SRC_E)
         every = Const((1 << D) - 1, D)
         m_n, m_a = Signal(D), Signal(D)
-        m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest),
-                     m_a.eq((m_n & ~match_r & ~one_new) | Mux(same_addr, one_new, 0))]
+        # With an entry allocated, the head's youngest match is the new entry when the head has
+        # cand's address, else the same as without one (m_n): the new entry is free (room keeps
+        # fewer than D - 1 in flight, so its tag's last record has retired) and cand's match
+        # (match_r: entries at cand's address) has no entry at another address. So the head's
+        # wait needs two reductions over m_n alone, the same in both outcomes: some match is a
+        # prefetch insert (pf_any), one whose queue has stepped since (pf_adv). The outcomes'
+        # per-entry terms (one_new, match_r, each entry's queue against cand's) were the board
+        # top's critical path at 63db7ea (f_valid → 8 LUT levels → wait_r, 10.83 ns).
+        m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest), m_a.eq(Mux(same_addr, one_new, m_n))]
         # (the head's own terms, from its step-state read and compare, enter last)
         nxt_starts = (nxt.src == SRC_E) & nxt_new
-        pf_a = Mux(sel_p, f_pf | one_new, f_pf & ~one_new)
-        adv_a = (f_adv | Mux(sel_e & cand_new, same_q, 0)) & ~one_new
-        w_n = nxt_pe & ~nxt_bad & (((m_n & f_pf & f_adv) != 0) | (nxt_starts & ((m_n & f_pf) != 0)))
-        w_a = nxt_pe & ~nxt_bad & (((m_a & pf_a & adv_a) != 0) | (nxt_starts & ((m_a & pf_a) != 0)))
+        pf_any, pf_adv = Signal(), Signal()
+        m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
+        # cand's event starts a new step of the head's queue: every match of the head (in that
+        # queue) is then marked as stepped
+        q_steps = sel_e & cand_new & (nxt.q == cand.q)
+        w_n = nxt_pe & ~nxt_bad & (pf_adv | (nxt_starts & pf_any))
+        # at cand's address the head's match is cand's new record: a prefetch insert (sel_p) at
+        # the queue's step, which the head waits behind only if the head starts a new step
+        w_a = nxt_pe & ~nxt_bad & Mux(same_addr, nxt_starts & sel_p, pf_adv | ((nxt_starts | q_steps) & pf_any))
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
         with m.If(load_c):
             with m.If(f_alloc):
-                m.d.sync += [match_r.eq(m_a), fwd_r.eq(m_a != 0), wait_r.eq(w_a)]
+                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a)]
             with m.Else():
                 m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
         with m.Else():
