@@ -287,8 +287,11 @@ class Tracker(wiring.Component):
                      lazy.eq(Mux(nb > R, 0, R - nb))]
         dense_on = Signal()                        # dense mode can start (tln_d != 0)
         m.d.sync += dense_on.eq(self.tln_d != 0)
+        # registered like the other values made from the configuration (static while events
+        # flow): the compare in front of the DSP multiply into sprod was the board's critical
+        # path at 9e483e3 (alpha → 3 LUT levels → MULT18X18D → sprod, 10.52 ns)
         alpha_eff = Signal(S.ALPHA_BITS)
-        m.d.comb += alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha))
+        m.d.sync += alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha))
 
         # ---------------------------------------------------------------- memories
         m.submodules.step_mem = step_mem = Memory(shape=g.step_layout(), depth=g.n_queues, init=[])
