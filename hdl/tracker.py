@@ -500,7 +500,8 @@ class Tracker(wiring.Component):
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
         nxt_over = Signal()
-        m.d.comb += nxt_over.eq(Mux(st_byp, st_cand.step_reads > self.budget, st_ram.step_reads > self.budget))
+        left_over = Signal()                                  # st_left.step_reads > budget (below)
+        m.d.comb += nxt_over.eq(Mux(st_byp, left_over, st_ram.step_reads > self.budget))
         with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
                          cand_bad.eq(nxt_bad), cand_over.eq(nxt_over)]
@@ -601,6 +602,13 @@ class Tracker(wiring.Component):
         m.d.comb += [cand_writes.eq(cand_v & sel_e & ~cand.bad),
                      st_left.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use, dense=dense,
                                      step_reads=Mux(cand.write | (n_reads0 == sat), n_reads0, n_reads0 + 1)))]
+        # the budget compare of the count cand leaves, made on cand's count, not after its
+        # increment: the add and the compare in series were the board's critical path at b5cf50b
+        # (cand_st → the count's increment → the compare → cand_over, 10.71 ns). count + 1 >
+        # budget is count >= budget (the count is below saturation when it is incremented)
+        m.d.comb += left_over.eq(Mux(new_step | ~st.started, ~cand.write & (self.budget == 0),
+                                     Mux(cand.write | (st.step_reads == sat), st.step_reads > self.budget,
+                                         st.step_reads >= self.budget)))
         with m.If(cand_writes):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
