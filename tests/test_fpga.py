@@ -100,7 +100,6 @@ def test_missing_tool_names_its_package(monkeypatch, tmp_path):
         fpga.toolchain_env()
 
 
-
 @pytest.mark.parametrize("allow_timing_fail", [False, True])
 def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_path, allow_timing_fail):
     """nextpnr stops on a failing clock only without --allow-timing-fail; with it, a failed run
