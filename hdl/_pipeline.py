@@ -71,12 +71,18 @@ class StreamSlice(wiring.Component):
         withdraw = Signal()                              # the flush, registered: this cycle drops
         m.d.sync += withdraw.eq(self.flush)
         m.d.comb += [self.i.ready.eq(skid_empty), self.o.valid.eq(self._shown(out_valid, withdraw))]
+        # The skid register copies the input whenever it is empty (its content is then unused), so
+        # its enable is the flip-flop ``skid_empty`` rather than the sink's ``ready`` through the
+        # stall decision: on the board that decision → the skid register's enable crossed the
+        # chip twice (the UART bridge's event slice, in front of the controller's event gate).
+        with m.If(skid_empty):
+            m.d.sync += skid_payload.eq(self.i.payload)
         with m.If(~self.o.valid | self.o.ready):         # the output register is free: refill it
             m.d.sync += [out_valid.eq(~skid_empty | self.i.valid),
                          self.o.payload.eq(Mux(skid_empty, self.i.payload, skid_payload)),
                          skid_empty.eq(1)]
         with m.Elif(self.i.valid & skid_empty):          # output stalled, input beat taken: keep it
-            m.d.sync += [skid_payload.eq(self.i.payload), skid_empty.eq(0)]
+            m.d.sync += skid_empty.eq(0)
         self._withdraw(m, withdraw, out_valid, skid_empty)
         return m
 
