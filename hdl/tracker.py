@@ -1497,9 +1497,13 @@ class Tracker(wiring.Component):
         with m.Elif(from_skid):
             m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
                          out_noop.eq(sk_noop), out.eq(sk_out), vout.eq(sk_vout)]
-        with m.If(load_skid):
-            m.d.sync += [sk_v.eq(1), sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
+        # the skid register's content copies the stage while the register is empty (unused then),
+        # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
+        with m.If(adv6):
+            m.d.sync += [sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
                          sk_noop.eq(pf_noop | x.lk), sk_out.eq(new_out), sk_vout.eq(new_vout)]
+        with m.If(load_skid):
+            m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
             m.d.sync += sk_v.eq(0)
         with m.If(adv6):
