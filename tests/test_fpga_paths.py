@@ -1,0 +1,134 @@
+"""Failing endpoints from nextpnr's SDF (cxlkv.sw.fpga_paths, `python -m cxlkv.sw.fpga paths`),
+on small SDF files written here in nextpnr-ecp5's form."""
+from __future__ import annotations
+
+import pytest
+
+from cxlkv.errors import CxlkvError
+from cxlkv.sw import fpga
+from cxlkv.sw.fpga_paths import analyse, load_sdf, report, signal_of
+
+
+def _ff(name, clk_q=500, setup_di=0):
+    return f"""  (CELL
+    (CELLTYPE "TRELLIS_FF")
+    (INSTANCE {name})
+    (DELAY
+      (ABSOLUTE
+        (IOPATH CLK Q (400:450:{clk_q}) (400:450:{clk_q}))
+      )
+    )
+    (TIMINGCHECK
+      (SETUPHOLD (posedge DI) (posedge CLK) ({setup_di}:{setup_di}:{setup_di}) (0:0:0))
+    )
+  )
+"""
+
+
+def _lut(name, a_f=250, b_f=240):
+    return f"""  (CELL
+    (CELLTYPE "TRELLIS_COMB")
+    (INSTANCE {name})
+    (DELAY
+      (ABSOLUTE
+        (IOPATH A F (200:220:{a_f}) (200:220:{a_f}))
+        (IOPATH B F (200:220:{b_f}) (200:220:{b_f}))
+      )
+    )
+  )
+"""
+
+
+def _sdf(wires, cells):
+    nets = "\n".join(f"        (INTERCONNECT {a} {b} (0:0:{d}) (0:0:{d}))" for a, b, d in wires)
+    return f"""(DELAYFILE
+  (SDFVERSION "3.0")
+  (DESIGN "top")
+  (VENDOR "nextpnr")
+  (DIVIDER /)
+  (TIMESCALE 1ps)
+  (CELL
+    (CELLTYPE "top")
+    (INSTANCE )
+    (DELAY
+      (ABSOLUTE
+{nets}
+      )
+    )
+  )
+{''.join(cells)})
+"""
+
+
+# a.q_TRELLIS_FF_Q (0.5) -> 1.0 -> lut A->F (0.25) -> 1.5 -> b.q_TRELLIS_FF_Q_3 DI (setup 0.3): 3.55 ns
+# c.q_TRELLIS_FF_Q (0.5) -> 0.2 -> lut B->F (0.24) -> the same wire: 2.44 ns (not the worst into b)
+# a.q -> 0.4 -> d.q_TRELLIS_FF_Q CE (no setup listed: 0): 0.9 ns
+DESIGN = _sdf(
+    [("a.q_TRELLIS_FF_Q/Q", "l/A", 1000), ("c.q_TRELLIS_FF_Q/Q", "l/B", 200),
+     ("l/F", "b.q_TRELLIS_FF_Q_3/DI", 1500), ("a.q_TRELLIS_FF_Q/Q", "d.q_TRELLIS_FF_Q/CE", 400),
+     (r"\$gbuf\$clk/CLKO", "a.q_TRELLIS_FF_Q/CLK", 0)],
+    [_ff("a.q_TRELLIS_FF_Q"), _ff("b.q_TRELLIS_FF_Q_3", setup_di=300), _ff("c.q_TRELLIS_FF_Q"),
+     _ff("d.q_TRELLIS_FF_Q"), _lut("l")])
+
+
+@pytest.fixture
+def design(tmp_path):
+    path = tmp_path / "top.sdf"
+    path.write_text(DESIGN)
+    return path
+
+
+def test_worst_path_is_the_latest_arrival(design):
+    a = analyse(load_sdf(design), 8.0)
+    worst, pin = a.endpoints[0]
+    assert pin == "b.q_TRELLIS_FF_Q_3/DI" and worst == pytest.approx(3.55)
+    assert [p for _, p in a.path(pin)] == ["a.q_TRELLIS_FF_Q/Q", "l/A", "l/F", "b.q_TRELLIS_FF_Q_3/DI"]
+    assert dict((p, t) for t, p in a.endpoints)["d.q_TRELLIS_FF_Q/CE"] == pytest.approx(0.9)
+    assert not a.failing
+
+
+@pytest.mark.parametrize("period,failing", [(3.55, 0), (3.5, 1), (0.85, 2)])
+def test_failing_endpoints_at_a_period(design, period, failing):
+    a = analyse(load_sdf(design), period)
+    assert len(a.failing) == failing
+    if failing:
+        assert a.by_start() == [("a.q", failing)]
+        assert a.by_end()[0] == ("b.q", 1, pytest.approx(3.55))
+
+
+def test_signal_names_drop_the_cell_suffix():
+    assert signal_of("core.tracker.snap_mx_TRELLIS_FF_Q_167/DI") == "core.tracker.snap_mx"
+    assert signal_of("core.x_TRELLIS_FF_Q/Q") == "core.x"
+    assert signal_of("core.mem.0.4$DPRAM_COMB3/WAD0") == "core.mem.0.4$DPRAM_COMB3"
+
+
+def test_cli_reports_counts_and_the_path(design, capsys):
+    assert fpga.main(["paths", str(design), "--period", "3.5", "--paths", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "worst 3.55 ns" in out and "1 fail at 3.5 ns" in out
+    assert "      1     3.55  b.q" in out and "l/F" in out
+
+
+@pytest.mark.parametrize("text,message", [
+    ("not an sdf", "no complete DELAYFILE"),
+    ("(DELAYFILE (TIMESCALE 1ps)))", "unbalanced"),
+    ("(DELAYFILE (TIMESCALE 1ps) (CELL (CELLTYPE \"top\") (INSTANCE )))", "no register"),
+    ("(DELAYFILE (TIMESCALE 3fs))", "unknown TIMESCALE"),
+    (DESIGN.replace("(0:0:1500)", "(0:0:fast)"), "bad delay"),
+    (DESIGN.replace('(INTERCONNECT l/F b.q_TRELLIS_FF_Q_3/DI', '(INTERCONNECT l/F l/B (0:0:1)) (INTERCONNECT l/F b.q_TRELLIS_FF_Q_3/DI'),
+     "combinational loop"),
+])
+def test_bad_sdf_is_a_clear_error(tmp_path, capsys, text, message):
+    path = tmp_path / "top.sdf"
+    path.write_text(text)
+    with pytest.raises(CxlkvError, match=message):
+        report(path, 8.0)
+    assert fpga.main(["paths", str(path)]) == 2
+    assert message.split()[0] in capsys.readouterr().err
+
+
+def test_missing_sdf_and_bad_period(tmp_path, design, capsys):
+    assert fpga.main(["paths", str(tmp_path / "none.sdf")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert fpga.main(["paths", str(design), "--period", "0"]) == 2
+    assert "--period must be positive" in capsys.readouterr().err
