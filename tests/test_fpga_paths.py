@@ -9,34 +9,29 @@ from cxlkv.sw import fpga
 from cxlkv.sw.fpga_paths import analyse, load_sdf, report, signal_of
 
 
-def _ff(name, clk_q=500, setup_di=0):
+def _cell(ctype, name, arcs, checks=""):
+    """One CELL as nextpnr-ecp5 writes it: ``arcs`` [(from, to, ps)], ``checks`` its TIMINGCHECK body."""
+    paths = "\n".join(f"        (IOPATH {a} {b} (200:220:{d}) (200:220:{d}))" for a, b, d in arcs)
+    timing = f"\n    (TIMINGCHECK\n      {checks}\n    )" if checks else ""
     return f"""  (CELL
-    (CELLTYPE "TRELLIS_FF")
+    (CELLTYPE "{ctype}")
     (INSTANCE {name})
     (DELAY
       (ABSOLUTE
-        (IOPATH CLK Q (400:450:{clk_q}) (400:450:{clk_q}))
+{paths}
       )
-    )
-    (TIMINGCHECK
-      (SETUPHOLD (posedge DI) (posedge CLK) ({setup_di}:{setup_di}:{setup_di}) (0:0:0))
-    )
+    ){timing}
   )
 """
+
+
+def _ff(name, clk_q=500, setup_di=0):
+    return _cell("TRELLIS_FF", name, [("CLK", "Q", clk_q)],
+                 f"(SETUPHOLD (posedge DI) (posedge CLK) ({setup_di}:{setup_di}:{setup_di}) (0:0:0))")
 
 
 def _lut(name, a_f=250, b_f=240):
-    return f"""  (CELL
-    (CELLTYPE "TRELLIS_COMB")
-    (INSTANCE {name})
-    (DELAY
-      (ABSOLUTE
-        (IOPATH A F (200:220:{a_f}) (200:220:{a_f}))
-        (IOPATH B F (200:220:{b_f}) (200:220:{b_f}))
-      )
-    )
-  )
-"""
+    return _cell("TRELLIS_COMB", name, [("A", "F", a_f), ("B", "F", b_f)])
 
 
 def _sdf(wires, cells):
