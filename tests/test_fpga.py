@@ -107,6 +107,8 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     class Platform:
         def build(self, top, name, build_dir, do_program, nextpnr_opts):
             assert ("--timing-allow-fail" in nextpnr_opts) == allow_timing_fail
+            # every build writes its delays for `paths`, with the flow's placer options
+            assert f"--sdf {name}.sdf" in nextpnr_opts and fpga.NEXTPNR_OPTS in nextpnr_opts
             (Path(build_dir) / f"{name}.tim").write_text("Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\n")
             raise RuntimeError("returned non-zero exit status 143")
 
