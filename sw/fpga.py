@@ -238,6 +238,8 @@ def main(argv=None):
             from cxlkv.sw.fpga_paths import report
             if args.period <= 0:
                 raise CxlkvError(f"--period must be positive, not {args.period:g}")
+            if args.groups < 0 or args.paths < 0:
+                raise CxlkvError("--groups and --paths must be 0 or more")
             print(report(args.sdf, args.period, args.groups, args.paths))
             return 0
         if args.cmd == "report":

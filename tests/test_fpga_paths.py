@@ -127,3 +127,5 @@ def test_missing_sdf_and_bad_period(tmp_path, design, capsys):
     assert "no such file" in capsys.readouterr().err
     assert fpga.main(["paths", str(design), "--period", "0"]) == 2
     assert "--period must be positive" in capsys.readouterr().err
+    assert fpga.main(["paths", str(design), "--paths", "-1"]) == 2
+    assert "0 or more" in capsys.readouterr().err
