@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from cxlkv.errors import CxlkvError
@@ -89,8 +90,8 @@ def load_sdf(path: Path) -> TimingGraph:
         if item[0] != "CELL":
             continue
         fields = {sub[0]: sub[1:] for sub in item[1:] if isinstance(sub, list) and sub}
-        inst = fields.get("INSTANCE", [""])[0] if fields.get("INSTANCE") else ""
-        if fields.get("CELLTYPE", [""])[0] == "TRELLIS_FF":
+        inst = (fields.get("INSTANCE") or [""])[0]           # the top cell's INSTANCE is empty
+        if (fields.get("CELLTYPE") or [""])[0] == "TRELLIS_FF":
             for port in _FF_INPUTS:
                 g.setup.setdefault(f"{inst}/{port}", 0.0)
         for sub in item[1:]:
@@ -130,8 +131,9 @@ class Analysis:
     arrival: dict
     pred: dict
 
-    @property
+    @cached_property
     def failing(self) -> list:
+        """The endpoints beyond the period (a prefix of ``endpoints``), worst first."""
         return [e for e in self.endpoints if e[0] > self.period]
 
     def path(self, pin: str) -> list:
