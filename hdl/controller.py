@@ -587,6 +587,12 @@ class Controller(wiring.Component):
         depth = COLDLIST.entries
         dec = trk.decision
         head = Signal(range(depth))
+        # head + 1, kept beside head: "full" is its equality with the tail, not a subtract and
+        # compare in front of the RAM's write enable (on the board, the tail register → two carry
+        # chains → the write enables were 9.94 ns paths at 1b2aeea); the ring's depth is a power
+        # of two, so both wrap alike
+        assert depth & (depth - 1) == 0, depth
+        head_p1 = Signal(range(depth), init=1)
         seq = Signal(COLDLIST_COUNT_BITS)            # evictions offered to the list (the count)
         pending = Signal(range(depth))
         full = Signal()
@@ -595,7 +601,7 @@ class Controller(wiring.Component):
         cold_wr = cold.write_port()
         m.d.comb += [
             pending.eq(head - regs.coldlist_tail_index[:len(head)]),
-            full.eq(pending == depth - 1),
+            full.eq(head_p1 == regs.coldlist_tail_index[:len(head)]),
             push.eq(dec_fire & dec.payload.victim_valid),
             queue.eq(dec.payload.layer * g.n_kv_heads + dec.payload.head),
             regs.coldlist_head_index.eq(head),
@@ -609,7 +615,7 @@ class Controller(wiring.Component):
         with m.If(push):
             m.d.sync += seq.eq(seq + 1)
             with m.If(~full):
-                m.d.sync += head.eq(head + 1)
+                m.d.sync += [head.eq(head + 1), head_p1.eq(head_p1 + 1)]
         with m.If(regs.control_counters_clear):
             m.d.sync += drops.eq(0)
         with m.Elif(push & full):
