@@ -1301,42 +1301,34 @@ class Tracker(wiring.Component):
                              mask.eq(early | Mux(take_first, first, 0))]
                 return mask
 
-            # This stage's change, and the one it made a cycle before (pw_*, registered): the
-            # list stage writes its queue's words a cycle late, from those registers, so the
-            # write data do not wait for the row ANDs (the m_order and m_keys write data were
-            # the board's critical paths at 1b2aeea, 10.35 ns); until then the readers take the
-            # pending write over the RAM (pend_*, below).
-            change = {"key": key, "row_x": before | ~lst, "col_x": Mux(pinned, (1 << SQ) - 1, ~before),
-                      "nres": nres + do_free, "pinned": pinned, "pf": x.pf & ~hit, "position": x.position}
-            pw = {name: Signal.like(value, name=f"pw_{name}") for name, value in change.items()}
-
-            def matrix_with_change(upd_mask, rows, ch=change):
+            def matrix_with_change(upd_mask, rows):
                 """The matrix ``rows`` (one word per row) with row and column X rewritten for each
                 slot X of ``upd_mask``: row X masked by the order's mask (lst[j] is the new one for
                 j != X), column X the complement of ``before``, or all ones when a pinned position
                 takes X (it leaves the mask)."""
-                return Cat(*[Mux(upd_mask[i], ch["row_x"][j], Mux(upd_mask[j], ch["col_x"][i], rows[i][j]))
+                row_x = before | ~lst
+                col_x = Mux(pinned, (1 << SQ) - 1, ~before)
+                return Cat(*[Mux(upd_mask[i], row_x[j], Mux(upd_mask[j], col_x[i], rows[i][j]))
                              for i in range(SQ) for j in range(SQ)])
 
-            def keys_with_change(upd_mask, old, ch=change):
+            def keys_with_change(upd_mask, old):
                 """The queue's keys ``old`` with this stage's new key in the slots of ``upd_mask``."""
-                return Cat(*[Mux(upd_mask[i], ch["key"], old[i * T.KEY_BITS:(i + 1) * T.KEY_BITS])
-                             for i in range(SQ)])
+                return Cat(*[Mux(upd_mask[i], key, old[i * T.KEY_BITS:(i + 1) * T.KEY_BITS]) for i in range(SQ)])
 
-            def list_with_change(same, upd_mask, old, ch=change):
+            def list_with_change(same, upd_mask, old):
                 """The queue's list word ``old`` with this stage's change taken when ``same``
                 (this stage's event is of that queue; ``upd_mask``: the slots it rewrites)."""
                 old = data.View(self._mlist_layout(), old)
                 return pack(self._mlist_layout(), started=old.started | same,
-                            nres=Mux(same, ch["nres"], old.nres),
-                            lst=(old.lst & ~upd_mask) | Mux(ch["pinned"], 0, upd_mask),
-                            pf=(old.pf & ~upd_mask) | Mux(ch["pf"], upd_mask, 0),
-                            pos=Cat(*[Mux(upd_mask[i], ch["position"], old.pos[i * g.pb:(i + 1) * g.pb])
+                            nres=Mux(same, nres + do_free, old.nres),
+                            lst=(old.lst & ~upd_mask) | Mux(pinned, 0, upd_mask),
+                            pf=(old.pf & ~upd_mask) | Mux(x.pf & ~hit, upd_mask, 0),
+                            pos=Cat(*[Mux(upd_mask[i], x.position, old.pos[i * g.pb:(i + 1) * g.pb])
                                       for i in range(SQ)]))
 
             # the slots rewritten: written here, and for the record entering this stage (x_pre)
             # and the one two stages back (x_pre2), whose keys (mk_r17) and residency word
-            # (res_*) are read then
+            # (mq_res) are read then
             same_pre, same_pre2 = Signal(), Signal()
             m.d.comb += [same_pre.eq(is_ev & (x.q == x_pre.q)), same_pre2.eq(is_ev & (x.q == q_pre2))]
             upd = rewritten_slots(Const(1, 1), "here")
@@ -1348,44 +1340,19 @@ class Tracker(wiring.Component):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
                                                 Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
                                             for j in range(SQ)]))
-            # the pending write: this stage's event, its slots, its queue's words before the change
-            # and the change; written to the RAMs in the next cycle
-            pw_ls, pw_mx = Signal(), Signal()      # a list word, and a matrix and keys word, pending
-            pw_q, pw_upd = Signal(g.qb), Signal(SQ)
-            pw_ls_old, pw_mx_old, pw_mk_old = Signal.like(snap_ls), Signal.like(snap_mx), Signal.like(snap_mk)
-            m.d.sync += [pw_ls.eq(commit), pw_mx.eq(commit & placed)]
             with m.If(commit):
-                m.d.sync += [pw_q.eq(x.q), pw_upd.eq(upd), pw_ls_old.eq(snap_ls), pw_mx_old.eq(snap_mx),
-                             pw_mk_old.eq(snap_mk)]
-                m.d.sync += [pw[name].eq(value) for name, value in change.items()]
-            pend_ls = Signal.like(snap_ls)
-            pend_mx = Signal.like(snap_mx)
-            pend_mk = Signal.like(snap_mk)
-            m.d.comb += [
-                pend_ls.eq(list_with_change(Const(1, 1), pw_upd, pw_ls_old, pw)),
-                pend_mx.eq(matrix_with_change(pw_upd, [pw_mx_old[i * SQ:(i + 1) * SQ] for i in range(SQ)], pw)),
-                pend_mk.eq(keys_with_change(pw_upd, pw_mk_old, pw)),
-            ]
-            with m.If(pw_ls):
-                m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(pw_q), ls_wr.data.eq(pend_ls)]
-            with m.If(pw_mx):
-                m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(pw_q), mx_wr.data.eq(pend_mx),
-                             mk_wr.en.eq(1), mk_wr.addr.eq(pw_q), mk_wr.data.eq(pend_mk)]
-
-            def read_or_pending(pending, addr, port, word):
-                """A queue's word as the RAM will hold it once the pending write is made."""
-                return Mux(pending & (pw_q == addr), word, port.data)
-
-            rd_mx = read_or_pending(pw_mx, q_pre, mx_rd, pend_mx)
-            rd_ls = read_or_pending(pw_ls, q_pre, ls_rd, pend_ls)
-            rd_mk = read_or_pending(pw_mx, q_pre2, mk_rd, pend_mk)
-            rd_row = [rd_mx[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+                m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
+                             ls_wr.data.eq(list_with_change(Const(1, 1), upd, snap_ls))]
+                with m.If(placed):
+                    m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd, mrow)),
+                                 mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
+            rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             with m.If(adv):
                 m.d.sync += [
                     snap_mx.eq(matrix_with_change(upd_pre, rd_row)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
-                    snap_ls.eq(list_with_change(same_pre, upd_pre, rd_ls)),
-                    mk_r17.eq(keys_with_change(upd_pre2, rd_mk)),
+                    snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
+                    mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
         pf_s, pf_v = Signal(), Signal()     # the pf bits of slot_src and of the victim
@@ -1423,25 +1390,12 @@ class Tracker(wiring.Component):
             # the source is here then (it writes the buffer in that cycle; a source one ahead of
             # r17 is src_here, below); the word from the RAM, or this stage's write of it (so the
             # word in r17 is the RAM as r17 would read it, off the RAM's read path).
-            # Of that word r17 keeps what residency needs: started, the slot count, and per slot
-            # whether it holds the record's position (the compares made here, as the word is
-            # read, so r17 has a 16-way AND-OR from registers and not the position compares too:
-            # the whole word registered, then the compares → `resident`, was a 10.05–10.11 ns
-            # path on the board)
             x_pre2 = r[LS - 2]
+            mq_res = Signal(self._mlist_layout())
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
-            res_word = data.View(self._mlist_layout(),
-                                 read_or_pending(pw_ls, x_pre2.q, ls_rd_res, pend_ls))
-            res_started, res_nres, res_at = Signal(), Signal(g.nres), Signal(SQ)
             with m.If(adv):
-                m.d.sync += [
-                    res_started.eq(res_word.started | same_pre2),
-                    res_nres.eq(Mux(same_pre2, change["nres"], res_word.nres)),
-                    # slot i's position is the record's: this stage's position where it rewrites i
-                    res_at.eq(Cat(*[Mux(upd_pre2[i], x.position == x_pre2.position,
-                                        res_word.pos[i * g.pb:(i + 1) * g.pb] == x_pre2.position)
-                                    for i in range(SQ)])),
-                ]
+                m.d.sync += mq_res.eq(list_with_change(same_pre2, upd_pre2, ls_rd_res.data))
+            mq_pre = data.View(self._mlist_layout(), mq_res)
             slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
             src_two = Signal()
             m.d.comb += src_two.eq(x_pre2.fwd & v[LS] & (x.tag == x_pre2.fwd_tag))
@@ -1451,9 +1405,10 @@ class Tracker(wiring.Component):
                 m.d.sync += [slot_pre.eq(Mux(src_two, slot_after, slot_pre2)),
                              slot1h_pre.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot_pre2))]
             held_pre = Signal(SQ)             # slot i holds the record's position (RAM)
-            m.d.comb += held_pre.eq(Cat(*[res_at[i] & (i < res_nres) for i in range(SQ)]))
+            m.d.comb += held_pre.eq(Cat(*[(mq_pre.pos[i * g.pb:(i + 1) * g.pb] == x_pre.position) & (i < mq_pre.nres)
+                                       for i in range(SQ)]))
             ram_res_pre = Signal()
-            m.d.comb += ram_res_pre.eq(res_started & ((held_pre & slot1h_pre) != 0))
+            m.d.comb += ram_res_pre.eq(mq_pre.started & ((held_pre & slot1h_pre) != 0))
             src_here = Signal()         # this stage holds the record's forwarding source
             m.d.comb += src_here.eq(x_pre.fwd & v[LS] & (x.tag == x_pre.fwd_tag))
             taken = Signal()            # this stage's event places another position in that slot
@@ -1466,7 +1421,7 @@ class Tracker(wiring.Component):
             m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
             with m.If(adv):
                 m.d.sync += [
-                    free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(res_nres))),
+                    free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(mq_pre.nres))),
                     res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
                     slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
                     slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
