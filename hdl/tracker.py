@@ -1340,12 +1340,17 @@ class Tracker(wiring.Component):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
                                                 Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
                                             for j in range(SQ)]))
+            # the matrix and key RAMs' address and data unconditionally (they are ignored while
+            # not enabled): inside the enable's If, Amaranth's default 0 put "placed" (behind the
+            # row ANDs) in front of them, the board's critical path at 4d41673 (10.50 ns). The
+            # list word's stay inside: the reset sweep writes that RAM too.
+            m.d.comb += [mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd, mrow)),
+                         mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
                              ls_wr.data.eq(list_with_change(Const(1, 1), upd, snap_ls))]
                 with m.If(placed):
-                    m.d.comb += [mx_wr.en.eq(1), mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd, mrow)),
-                                 mk_wr.en.eq(1), mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
+                    m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             with m.If(adv):
                 m.d.sync += [
