@@ -32,12 +32,10 @@ from cxlkv.hdl.quant import LineDequantizer, LineQuantizer
 from cxlkv.hdl.regs import AXI4LiteSignature, RegisterBlock
 from cxlkv.hdl.scoring import TAU_EFF_BITS, DecayRateDivider
 from cxlkv.hdl.tiermover import TierMover
-from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker
+from cxlkv.hdl.tracker import META_BITS, Geometry, Tracker, times_log2_score_max
 from cxlkv.models import bisnoop as MB
 from cxlkv.models.tracker import check_select
 from cxlkv.models import regmap
-from cxlkv.models import policy as P
-from cxlkv.models import scoring as MS
 from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS,
                                      PREFETCH_ENGINE_COUNTERS, PREFETCH_PARAMS, PREFETCH_SOURCES, TIER_COUNTERS,
                                      TIER_DEFAULTS, TIER_PROTO, BI_ACCESS_DEPTH, BI_PARK_DEPTH, BI_PROTO_KINDS, BI_TICK_CYCLES,
@@ -392,7 +390,6 @@ class Controller(wiring.Component):
         # cycles after a write of TLN_R, TLN_D or HW_BUCKET) the events are held, STATUS.busy is 1 and register reads
         # wait, so a read right after the write sees the settled STATUS.ring_error. (The
         # tracker's own cfg_error checks the same, later: it is not needed here.)
-        assert P.hw_log2_q8(MS.SCORE_MAX) == (1 << 12) - 1      # f_prod below: × 4095
         cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
         cfg_1, cfg_2, cfg_3, cfg_seen = (Signal.like(cfg_now) for _ in range(4))
         tln_max = Signal.like(regs.tln_r_value)
@@ -403,9 +400,7 @@ class Controller(wiring.Component):
         m.d.sync += [
             cfg_1.eq(cfg_now), bb_1.eq(regs.hw_bucket_bits),
             tln_max.eq(Mux(regs.tln_r_value > regs.tln_d_value, regs.tln_r_value, regs.tln_d_value)),
-            # × 4095 as a shift and a subtract, as in the tracker: a multiply went through a DSP
-            # and a 28-bit add (on the board, 10.02 ns at the delayed-write build)
-            cfg_2.eq(cfg_1), bb_2.eq(bb_1), f_prod.eq((tln_max << 12) - tln_max),
+            cfg_2.eq(cfg_1), bb_2.eq(bb_1), f_prod.eq(times_log2_score_max(tln_max)),
             cfg_3.eq(cfg_2), f_max.eq((f_prod >> 16) >> bb_2),
             cfg_seen.eq(cfg_3), ring_bad.eq(f_max + 2 > g.n_buckets),
         ]
