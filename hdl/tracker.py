@@ -614,10 +614,17 @@ class Tracker(wiring.Component):
         new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, dense_on & cand_over, st.dense))
         sat = (1 << g.step_reads) - 1
-        n_reads0 = Mux(new_step | ~st.started, 0, st.step_reads)
+        # the count's increment is made on cand's count (a register) and chosen after: an
+        # increment of the chosen count (0 at a new step) was the board's critical path at
+        # addea14 (cand_new → the choice → the carry chain → ib_st0, 10.02 ns). At a new step the
+        # count starts from 0, which is below saturation (step_reads has at least one bit).
+        reads_inc = Signal(g.step_reads)
+        m.d.comb += reads_inc.eq(st.step_reads + 1)
+        n_reads = Mux(new_step | ~st.started, Mux(cand.write, 0, 1),
+                      Mux(cand.write | (st.step_reads == sat), st.step_reads, reads_inc))
         m.d.comb += [cand_writes.eq(cand_v & sel_e & ~cand.bad),
                      st_left.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use, dense=dense,
-                                     step_reads=Mux(cand.write | (n_reads0 == sat), n_reads0, n_reads0 + 1)))]
+                                     step_reads=n_reads))]
         # the budget compare of the count cand leaves, made on cand's count, not after its
         # increment: the add and the compare in series were the board's critical path at b5cf50b
         # (cand_st → the count's increment → the compare → cand_over, 10.71 ns). count + 1 >
@@ -1302,20 +1309,28 @@ class Tracker(wiring.Component):
                 come from registers alone and are kept apart (Yosys "keep"), so only the victim's
                 case, one LUT level, waits for the row ANDs (first)."""
                 early = Signal(SQ, name=f"upd_{name}_early", attrs={"keep": 1})
-                take_first = Signal(name=f"upd_{name}_victim")
+                # kept too: from registers alone, so each mask bit is one LUT3 behind first.
+                # Unkept, synthesis made upd_pre = same_pre & upd_here, a second level behind
+                # first on the loop (lst → first → upd_here → upd_pre → snap_mx, 10.00 ns at addea14)
+                take_first = Signal(name=f"upd_{name}_victim", attrs={"keep": 1})
                 mask = Signal(SQ, name=f"upd_{name}", attrs={"keep": 1})
                 m.d.comb += [early.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0)),
                              take_first.eq(same & ~resident & ~free),
                              mask.eq(early | Mux(take_first, first, 0))]
                 return mask
 
+            # row X's and column X's new bits, from registers, kept: each merged bit is then one
+            # LUT5 of two mask bits, these two and the old bit (with them spelled out, synthesis
+            # made two LUT levels behind the late mask bits)
+            row_x = Signal(SQ, attrs={"keep": 1})
+            col_x = Signal(SQ, attrs={"keep": 1})
+            m.d.comb += [row_x.eq(before | ~lst), col_x.eq(Mux(pinned, (1 << SQ) - 1, ~before))]
+
             def matrix_with_change(upd_mask, rows):
                 """The matrix ``rows`` (one word per row) with row and column X rewritten for each
                 slot X of ``upd_mask``: row X masked by the order's mask (lst[j] is the new one for
                 j != X), column X the complement of ``before``, or all ones when a pinned position
                 takes X (it leaves the mask)."""
-                row_x = before | ~lst
-                col_x = Mux(pinned, (1 << SQ) - 1, ~before)
                 return Cat(*[Mux(upd_mask[i], row_x[j], Mux(upd_mask[j], col_x[i], rows[i][j]))
                              for i in range(SQ) for j in range(SQ)])
 
