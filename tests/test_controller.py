@@ -433,6 +433,28 @@ def test_cold_list_holds_every_eviction(sim, kind):
     dev._loop.close()
 
 
+@pytest.mark.parametrize("extra", [0, 1])
+def test_cold_list_fill_irq_at_its_threshold(sim, extra):
+    """IRQ_STATUS.coldlist_fill rises with the entry that makes COLDLIST_THRESHOLD entries pending,
+    not one entry earlier or later: a trace leaving k pending raises it at threshold k, not k + 1."""
+    trace = random_trace(np.random.default_rng(21), n=400)
+    ref = _device(ModelTransport(**PARAMS))
+    ref.replay(trace, 40)
+    k = ref.cold_list()["pending"]
+    ref._loop.close()
+    assert 10 <= k < 62
+    fill = []
+    for t in (sim, ModelTransport(**PARAMS)):
+        dev = _device(t)
+        dev.configure(coldlist_threshold=k + extra)
+        dev.write_fields("IRQ_ENABLE", coldlist_fill=1)
+        dev.replay(trace, 40)
+        assert dev.cold_list()["pending"] == k
+        fill.append(dev.read_fields("IRQ_STATUS")["coldlist_fill"])
+        dev._loop.close()
+    assert fill == [int(extra == 0)] * 2
+
+
 def test_cold_list_equal_on_sim_and_model(sim):
     outs = []
     for t in (sim, ModelTransport(**PARAMS)):
