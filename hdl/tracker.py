@@ -53,6 +53,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._cells import lut4
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as S
 from cxlkv.models import tracker as T
@@ -1125,9 +1126,10 @@ class Tracker(wiring.Component):
             m.d.comb += nx_rd_v.addr.eq(saddr(vic))
             nv = nx_rd_v.data
         else:
-            # first and upd_pre are kept (Yosys "keep"): synthesis maps the logic on each side of
-            # them on its own, as written (two levels for the row ANDs, one for upd_pre), instead
-            # of merging the loop into deeper cones shared with other outputs (docs/tracker.md)
+            # first is kept (Yosys "keep") and the rewritten-slot masks behind it are ECP5 cells on
+            # the board (rewritten_slots): synthesis maps the logic on each side of them on its
+            # own, as written (two levels for the row ANDs, one for each mask), instead of merging
+            # the loop into deeper cones shared with other outputs (docs/tracker.md)
             first = Signal(SQ, attrs={"keep": 1})   # one-hot: the slot before every other slot in the order
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
@@ -1301,23 +1303,30 @@ class Tracker(wiring.Component):
             # is this stage's own, snap_*), with one multiplexer level less on the list stage's
             # loop (snap_* -> victim -> slot -> new row -> snap_*). One mask and three merge
             # helpers below make both.
-            def rewritten_slots(same, name):
+            def rewritten_slots(same, name, copies=1):
                 """The slots this stage rewrites in a queue's words, one-hot: none unless ``same``
                 (this stage's event is of that queue) and the event places its position (a hit,
                 a free slot, an eviction; not a prefetch of a resident position, not a miss with
                 nothing evictable, where first is all zeros). The hit's and the free slot's cases
                 come from registers alone and are kept apart (Yosys "keep"), so only the victim's
-                case, one LUT level, waits for the row ANDs (first)."""
+                case waits for the row ANDs (first): each mask bit is one LUT (``_cells.lut4``),
+                early | (take_first & first), with first on its fastest input. As plain logic,
+                synthesis rebuilt upd_pre as same_pre & upd_here, a second level behind first on
+                the loop (lst → first → upd_here → upd_pre → snap_mx, 10.00 ns at addea14).
+                ``copies`` identical masks, one per group of loads (shorter routes)."""
                 early = Signal(SQ, name=f"upd_{name}_early", attrs={"keep": 1})
-                # kept too: from registers alone, so each mask bit is one LUT3 behind first.
-                # Unkept, synthesis made upd_pre = same_pre & upd_here, a second level behind
-                # first on the loop (lst → first → upd_here → upd_pre → snap_mx, 10.00 ns at addea14)
                 take_first = Signal(name=f"upd_{name}_victim", attrs={"keep": 1})
-                mask = Signal(SQ, name=f"upd_{name}", attrs={"keep": 1})
                 m.d.comb += [early.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0)),
-                             take_first.eq(same & ~resident & ~free),
-                             mask.eq(early | Mux(take_first, first, 0))]
-                return mask
+                             take_first.eq(same & ~resident & ~free)]
+                masks = []
+                for c in range(copies):
+                    mask = Signal(SQ, name=f"upd_{name}" + (f"_{c}" if c else ""))
+                    m.d.comb += mask.eq(Cat(*[
+                        lut4(m, platform, lambda f, t, e: e or (t and f), (first[i], take_first, early[i]),
+                             name=f"upd_{name}_lut{i}" + (f"_{c}" if c else ""))
+                        for i in range(SQ)]))
+                    masks.append(mask)
+                return masks if copies > 1 else masks[0]
 
             # row X's and column X's new bits, from registers, kept: each merged bit is then one
             # LUT5 of two mask bits, these two and the old bit (with them spelled out, synthesis
@@ -1354,8 +1363,10 @@ class Tracker(wiring.Component):
             # (mq_res) are read then
             same_pre, same_pre2 = Signal(), Signal()
             m.d.comb += [same_pre.eq(is_ev & (x.q == x_pre.q)), same_pre2.eq(is_ev & (x.q == q_pre2))]
-            upd = rewritten_slots(Const(1, 1), "here")
-            upd_pre = rewritten_slots(same_pre, "pre")
+            # (the RAM writes' and the next record's masks, one copy for the matrix and one for
+            # the rest: about 30 loads each instead of 60)
+            upd, upd_mx = rewritten_slots(Const(1, 1), "here", copies=2)
+            upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
             upd_pre2 = rewritten_slots(same_pre2, "pre2")
 
             cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
@@ -1367,7 +1378,7 @@ class Tracker(wiring.Component):
             # not enabled): inside the enable's If, Amaranth's default 0 put "placed" (behind the
             # row ANDs) in front of them, the board's critical path at 4d41673 (10.50 ns). The
             # list word's stay inside: the reset sweep writes that RAM too.
-            m.d.comb += [mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd, mrow)),
+            m.d.comb += [mx_wr.addr.eq(x.q), mx_wr.data.eq(matrix_with_change(upd_mx, mrow)),
                          mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
@@ -1377,7 +1388,7 @@ class Tracker(wiring.Component):
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             with m.If(adv):
                 m.d.sync += [
-                    snap_mx.eq(matrix_with_change(upd_pre, rd_row)),
+                    snap_mx.eq(matrix_with_change(upd_pre_mx, rd_row)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
@@ -1400,7 +1411,18 @@ class Tracker(wiring.Component):
         # (spelled out by case, equal to Mux(no_victim, slot_src, s_ins): only the victim's case
         # waits for the victim, which in the matrix is the row ANDs; nobody forwards from a prefetch)
         slot_after = Signal(g.sb)
-        m.d.comb += slot_after.eq(Mux(~resident & ~free & vic_any, vic, Mux(resident | ~free, slot_src, nres[:g.sb])))
+        if self.select == "ring":
+            m.d.comb += slot_after.eq(Mux(~resident & ~free & vic_any, vic, Mux(resident | ~free, slot_src, nres[:g.sb])))
+        else:
+            # the same as an OR of the victim's index (zero unless evicting: first is all zeros
+            # without an evictable slot) with the other cases, chosen from registers alone and kept
+            # apart: the victim's index is then two LUT levels behind the row ANDs, not four
+            # (first → the encoder → the choice → f_slot was a 9.44 ns path at b09313b)
+            evicting = Signal(attrs={"keep": 1})
+            slot_alt = Signal(g.sb, attrs={"keep": 1})
+            m.d.comb += [evicting.eq(~resident & ~free),
+                         slot_alt.eq(Mux(evicting, Mux(vic_any, 0, slot_src), Mux(resident | ~free, slot_src, nres[:g.sb]))),
+                         slot_after.eq(Mux(evicting, vic, 0) | slot_alt)]
         if self.select == "matrix":
             slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot where placed)
             m.d.comb += slot1h_after.eq(Mux(resident | no_victim, slot1h_ls, upd))
