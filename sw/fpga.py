@@ -282,6 +282,8 @@ def main(argv=None):
     except CxlkvError as exc:
         print(f"cxlkv: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:         # the reader stopped early (`... paths top.sdf | head`), as in cli.py
+        return 0
 
 
 if __name__ == "__main__":
