@@ -129,3 +129,11 @@ def test_missing_sdf_and_bad_period(tmp_path, design, capsys):
     assert "--period must be positive" in capsys.readouterr().err
     assert fpga.main(["paths", str(design), "--paths", "-1"]) == 2
     assert "0 or more" in capsys.readouterr().err
+
+
+def test_cli_into_a_closed_pipe_ends_quietly(design, monkeypatch):
+    # `python -m cxlkv.sw.fpga paths top.sdf | head -1`: the reader closes first; exit 0, no traceback
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr("builtins.print", closed)
+    assert fpga.main(["paths", str(design)]) == 0
