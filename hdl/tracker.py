@@ -621,8 +621,12 @@ class Tracker(wiring.Component):
         # count starts from 0, which is below saturation (step_reads has at least one bit).
         reads_inc = Signal(g.step_reads)
         m.d.comb += reads_inc.eq(st.step_reads + 1)
-        n_reads = Mux(new_step | ~st.started, Mux(cand.write, 0, 1),
-                      Mux(cand.write | (st.step_reads == sat), st.step_reads, reads_inc))
+        # the two cases of the count cand leaves, shared by the count and its budget compare
+        # below: it restarts from 0 (a new step, or the queue's first), or it stays (a write, or
+        # saturated) instead of counting this read
+        reads_restart = new_step | ~st.started
+        reads_stay = cand.write | (st.step_reads == sat)
+        n_reads = Mux(reads_restart, Mux(cand.write, 0, 1), Mux(reads_stay, st.step_reads, reads_inc))
         m.d.comb += [cand_writes.eq(cand_v & sel_e & ~cand.bad),
                      st_left.eq(pack(g.step_layout(), started=Const(1, 1), cur_step=s_use, dense=dense,
                                      step_reads=n_reads))]
@@ -630,9 +634,8 @@ class Tracker(wiring.Component):
         # increment: the add and the compare in series were the board's critical path at b5cf50b
         # (cand_st → the count's increment → the compare → cand_over, 10.71 ns). count + 1 >
         # budget is count >= budget (the count is below saturation when it is incremented)
-        m.d.comb += left_over.eq(Mux(new_step | ~st.started, ~cand.write & (self.budget == 0),
-                                     Mux(cand.write | (st.step_reads == sat), st.step_reads > self.budget,
-                                         st.step_reads >= self.budget)))
+        m.d.comb += left_over.eq(Mux(reads_restart, ~cand.write & (self.budget == 0),
+                                     Mux(reads_stay, st.step_reads > self.budget, st.step_reads >= self.budget)))
         with m.If(cand_writes):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
