@@ -1138,7 +1138,11 @@ class Tracker(wiring.Component):
             # AND of SQ terms, two LUT levels)
             m.d.comb += first.eq(Cat(*[Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]).all()
                                        for i in range(SQ)]))
-            m.d.comb += vic_any.eq(lst != 0)
+            # "the order is not empty", registered as the record enters this stage (vic_any_ls,
+            # below): as lst != 0 here it was three LUT levels in front of the slot the event
+            # leaves its position in (snap_ls → vic_any → slot_alt → f_slot, 9.98 ns at 9a6936e)
+            vic_any_ls = Signal()
+            m.d.comb += vic_any.eq(vic_any_ls)
             # first is one-hot (the order is total), so its index is an OR per bit, not a
             # priority encoder
             m.d.comb += vic.eq(Cat(*[Cat(*[first[i] for i in range(SQ) if i >> b & 1]).any()
@@ -1362,8 +1366,8 @@ class Tracker(wiring.Component):
                                       for i in range(SQ)]))
 
             # the slots rewritten: written here, and for the record entering this stage (x_pre)
-            # and the one two stages back (x_pre2), whose keys (mk_r17) and residency word
-            # (mq_res) are read then
+            # and the one two stages back (x_pre2), whose keys (mk_r17) and residency
+            # word (below) are read then
             same_pre, same_pre2 = Signal(), Signal()
             m.d.comb += [same_pre.eq(is_ev & (x.q == x_pre.q)), same_pre2.eq(is_ev & (x.q == q_pre2))]
             # (the RAM writes' and the next record's masks, one copy for the matrix and one for
@@ -1372,10 +1376,15 @@ class Tracker(wiring.Component):
             upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
             upd_pre2 = rewritten_slots(same_pre2, "pre2")
 
-            cmp_here = Mux(x_pre.dense, key_pre <= key, key_pre < key)
+            # "<=" (dense) or "<" as one compare, with the mode as a low bit below the key:
+            # k <= o is {k, 0} < {o, 1}, and k < o is {k, 1} < {o, 1}. One carry chain per slot
+            # instead of two and a choice, and half the loads on key_pre.
+            key_m = Cat(~x_pre.dense, key_pre)
+
+            def goes_before(other):
+                return key_m < Cat(Const(1, 1), other)
             with m.If(adv):
-                m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], cmp_here,
-                                                Mux(x_pre.dense, key_pre <= mk_pre[j], key_pre < mk_pre[j]))
+                m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], goes_before(key), goes_before(mk_pre[j]))
                                             for j in range(SQ)]))
             # the matrix and key RAMs' address and data unconditionally (they are ignored while
             # not enabled): inside the enable's If, Amaranth's default 0 put "placed" (behind the
@@ -1427,8 +1436,14 @@ class Tracker(wiring.Component):
                          slot_alt.eq(Mux(evicting, Mux(vic_any, 0, slot_src), Mux(resident | ~free, slot_src, nres[:g.sb]))),
                          slot_after.eq(Mux(evicting, vic, 0) | slot_alt)]
         if self.select == "matrix":
-            slot1h_after = Signal(SQ)       # the same, one-hot (upd is s_ins one-hot where placed)
-            m.d.comb += slot1h_after.eq(Mux(resident | no_victim, slot1h_ls, upd))
+            # the same, one-hot, and made the same way: first where evicting, else a choice from
+            # registers (as Mux(resident | no_victim, slot1h_ls, upd) it waited for the mask:
+            # resident → upd_here_early → upd_here → slot1h_pre was 9.72 ns at 9a6936e)
+            slot1h_after = Signal(SQ)
+            slot1h_alt = Signal(SQ, attrs={"keep": 1})
+            m.d.comb += [slot1h_alt.eq(Mux(evicting, Mux(vic_any, 0, slot1h_ls),
+                                           Mux(resident | ~free, slot1h_ls, free1h))),
+                         slot1h_after.eq(Mux(evicting, first, 0) | slot1h_alt)]
         with m.If(commit):
             f_write(Const(1, D) << x.tag, (f_slot, slot_after))
 
@@ -1443,12 +1458,37 @@ class Tracker(wiring.Component):
             # the source is here then (it writes the buffer in that cycle; a source one ahead of
             # r17 is src_here, below); the word from the RAM, or this stage's write of it (so the
             # word in r17 is the RAM as r17 would read it, off the RAM's read path).
+            # Of that word, r17 needs only "started", the free-slot test and which slots hold the
+            # record's position: these are made as the record enters r17 and registered, field by
+            # field as list_with_change makes the word, so the sixteen position compares are off
+            # the path into ``resident`` (mq_res → compares → resident was 10.12 ns at 9a6936e).
+            # A rewritten slot holds this stage's position: one compare for all of them, chosen
+            # per slot by the mask, after the RAM's compares.
             x_pre2 = r[LS - 2]
-            mq_res = Signal(self._mlist_layout())
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
+            ram_res = data.View(self._mlist_layout(), ls_rd_res.data)
+            nres_res = Signal(g.nres)
+            m.d.comb += nres_res.eq(Mux(same_pre2, nres + do_free, ram_res.nres))
+            here_eq = Signal()
+            m.d.comb += here_eq.eq(x.position == x_pre2.position)
+            # slot i holds the record's position (the word as r17 holds it): one LUT per slot
+            # behind the mask (an ECP5 cell on the board: as plain logic, synthesis took the
+            # mask cell's output for an early input and put it in front of the compares, four
+            # LUT levels deep, 10.24 ns)
+            ram_eq, in_nres = Signal(SQ), Signal(SQ)
+            m.d.comb += [ram_eq.eq(Cat(*[ram_res.pos[i * g.pb:(i + 1) * g.pb] == x_pre2.position
+                                         for i in range(SQ)])),
+                         in_nres.eq(Cat(*[i < nres_res for i in range(SQ)]))]
+            held_next = Cat(*[lut4(m, platform, lambda u, h, e, n: (h if u else e) and n,
+                                   (upd_pre2[i], here_eq, ram_eq[i], in_nres[i]), name=f"held_lut{i}")
+                              for i in range(SQ)])
+            started_pre, held_pre, room_pre = Signal(), Signal(SQ), Signal()
             with m.If(adv):
-                m.d.sync += mq_res.eq(list_with_change(same_pre2, upd_pre2, ls_rd_res.data))
-            mq_pre = data.View(self._mlist_layout(), mq_res)
+                m.d.sync += [
+                    started_pre.eq(ram_res.started | same_pre2),
+                    held_pre.eq(held_next),
+                    room_pre.eq(has_room(nres_res)),
+                ]
             slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
             src_two = Signal()
             m.d.comb += src_two.eq(x_pre2.fwd & v[LS] & (x.tag == x_pre2.fwd_tag))
@@ -1457,11 +1497,8 @@ class Tracker(wiring.Component):
             with m.If(adv):
                 m.d.sync += [slot_pre.eq(Mux(src_two, slot_after, slot_pre2)),
                              slot1h_pre.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot_pre2))]
-            held_pre = Signal(SQ)             # slot i holds the record's position (RAM)
-            m.d.comb += held_pre.eq(Cat(*[(mq_pre.pos[i * g.pb:(i + 1) * g.pb] == x_pre.position) & (i < mq_pre.nres)
-                                       for i in range(SQ)]))
             ram_res_pre = Signal()
-            m.d.comb += ram_res_pre.eq(mq_pre.started & ((held_pre & slot1h_pre) != 0))
+            m.d.comb += ram_res_pre.eq(started_pre & ((held_pre & slot1h_pre) != 0))
             src_here = Signal()         # this stage holds the record's forwarding source
             m.d.comb += src_here.eq(x_pre.fwd & v[LS] & (x.tag == x_pre.fwd_tag))
             taken = Signal()            # this stage's event places another position in that slot
@@ -1472,9 +1509,23 @@ class Tracker(wiring.Component):
             # a free slot: the RAM's count, or this stage's count after its event (+1 if it took one)
             room0, room1 = Signal(), Signal()
             m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
+            # the order is not empty after this stage's change (lst as list_with_change makes
+            # it for snap_ls, without waiting for the mask): a slot taken by a position outside
+            # the pinned range is in it; a pinned one leaves its slot X out of it, where X is the
+            # hit's slot, a free slot (never in the order) or the victim (first: in the order,
+            # which is then empty unless it held two slots or more). Without this stage's change
+            # (another queue, or nothing placed) it is the RAM's word. (This stage's queue's word
+            # in the RAM is this stage's own before its change: lst is the RAM's lst when same_pre.)
+            rd_lst = data.View(self._mlist_layout(), ls_rd.data).lst
+            rd_any, rd_two = Signal(), Signal()
+            m.d.comb += [rd_any.eq(rd_lst != 0), rd_two.eq((rd_lst & (rd_lst - 1)) != 0)]
+            vic_any_next = Mux(same_pre & placed,
+                               ~pinned | Mux(hit, (rd_lst & ~slot1h_ls) != 0, Mux(do_free, rd_any, rd_two)),
+                               rd_any)
             with m.If(adv):
                 m.d.sync += [
-                    free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), has_room(mq_pre.nres))),
+                    vic_any_ls.eq(vic_any_next),
+                    free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), room_pre)),
                     res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
                     slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
                     slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
@@ -1539,18 +1590,41 @@ class Tracker(wiring.Component):
         dl = g.decision_layout()
         o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf,
                      lookup=x.lk)
-        o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
-                    slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-        o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
-                    inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
-                    victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
         vl = g.vresp_layout()
         answer = started & vic_any
-        new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+        vr_answers = (x.kind == K_VREQ) & ~locked & answer
+        if self.select == "ring":
+            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
+                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
+            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
+                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
+                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
+            new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+            vr_victim = Mux(vr_answers, vic_pos, 0)
+        else:
+            # The fields that wait for the victim (first, the row ANDs) are ORed in after the
+            # choice of the record's kind, which is made from registers alone: the victim's
+            # position is first's AND-OR over the positions, each zeroed ahead (from registers)
+            # unless this record reports a victim, and its slot is the victim's index ORed with
+            # the other cases' slot (first is all zeros without an evictable slot, where both
+            # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
+            ev_victim = Signal(attrs={"keep": 1})   # this record's decision reports the victim
+            m.d.comb += ev_victim.eq(evicting & ~err & ~x.lk)
+            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
+                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
+            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
+                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
+                        slot=Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb])), prefetch=x.pf)
+            late = pack(dl, victim=_onehot_read(first, [Mux(ev_victim, p, 0) for p in mpos]),
+                        slot=Mux(ev_victim, vic, 0))
+            new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev)) | late
+            vr_take = Signal(attrs={"keep": 1})
+            m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
+            vr_victim = _onehot_read(first, [Mux(vr_take, p, 0) for p in mpos])
         new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
                         locked=(x.kind == K_VREQ) & locked,
-                        valid=(x.kind == K_VREQ) & ~locked & answer,
-                        victim=Mux((x.kind == K_VREQ) & ~locked & answer, vic_pos, 0))
+                        valid=vr_answers,
+                        victim=vr_victim)
         with m.If(load_head):
             m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
                          out_noop.eq(pf_noop | x.lk), out.eq(new_out), vout.eq(new_vout)]

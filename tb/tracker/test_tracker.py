@@ -518,6 +518,28 @@ async def test_all_pinned_no_victim(dut):
     assert int(dut.cfg_error.value) == 1
 
 
+@cocotb.test()
+async def test_pinned_eviction_empties_the_order(dut):
+    """C = 2 with positions 0..2 pinned, back to back on one queue: a sink and a non-pinned
+    position fill the queue, a pinned miss evicts the only slot in the order, and the misses right
+    behind it find the order empty (no_victim) while the list stage's change is still in flight
+    (the "order is not empty" flag the list stage registers ahead of the RAM write)."""
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=3), 2))
+    await env.start(latency=1)
+    env.dec_port.ready.value = 1
+
+    def ev(pos, step):
+        return ("event", {"layer": 0, "head": 1, "position": pos, "write": 0, "sample": 0x4000, "step": step})
+
+    await drive_records(dut, env, [ev(0, 0), ev(5, 0), ev(1, 1), ev(6, 1), ev(7, 1), ev(2, 2), ev(8, 2)])
+    await env.drain()
+    env.check()
+    # 0 and 5 take the free slots, 1 evicts 5 (the only position in the order), 6, 7, 2 and 8
+    # find only sinks
+    assert env.codes == [-1, -1, 5, -2, -2, -2, -2]
+    assert int(dut.no_victim.value) == 4
+
+
 async def drive_records(dut, env, records):
     """Offer (port name, item) records one per clock, in order (the next is offered in the cycle
     after the previous one is taken)."""
