@@ -562,7 +562,12 @@ class Controller(wiring.Component):
             steps[reg] = _pulse(m, held, getattr(hdm, name), f"hdm_{name}")
         steps["HINT_PUSH_DROPS"] = push_drop
         steps.update(tier_steps)
-        m.d.comb += regs.status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | ring_stale | div.busy | tier_busy))
+        # STATUS.busy registered: a cycle late, and its two configuration compares (stale,
+        # ring_stale) are off the register block's read mux (r_tln_d_value → ring_stale → busy →
+        # the read group was a 9.53 ns path at 9a6936e)
+        status_busy = Signal()
+        m.d.sync += status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | ring_stale | div.busy | tier_busy))
+        m.d.comb += regs.status_busy.eq(status_busy)
         counters = {}
         for reg, step in steps.items():
             # the step is registered (and cleared with the count), so the 64-bit add starts at a
