@@ -1321,10 +1321,21 @@ class Tracker(wiring.Component):
                 synthesis rebuilt upd_pre as same_pre & upd_here, a second level behind first on
                 the loop (lst → first → upd_here → upd_pre → snap_mx, 10.00 ns at addea14).
                 ``copies`` identical masks, one per group of loads (shorter routes)."""
-                early = Signal(SQ, name=f"upd_{name}_early", attrs={"keep": 1})
-                take_first = Signal(name=f"upd_{name}_victim", attrs={"keep": 1})
-                m.d.comb += [early.eq(Mux(same & hit, slot1h_ls, 0) | Mux(same & do_free, free1h, 0)),
-                             take_first.eq(same & ~resident & ~free)]
+                # The early case and take_first are cells too, two levels from registers (same is
+                # a register): as kept logic, synthesis derived them from other kept signals
+                # (slot_alt → slot1h_alt → upd_here_early → upd_pre_early, six levels from
+                # free_ls to upd_pre, 10.20 ns into snap_mx at d8705bf).
+                take_hit = lut4(m, platform, lambda s, r, p: s and r and not p, (same, resident, x.pf),
+                                name=f"upd_{name}_hit")
+                take_free = lut4(m, platform, lambda s, r, f: s and not r and f, (same, resident, free),
+                                 name=f"upd_{name}_free")
+                take_first = lut4(m, platform, lambda s, r, f: s and not r and not f, (same, resident, free),
+                                  name=f"upd_{name}_victim")
+                early = Signal(SQ, name=f"upd_{name}_early")
+                m.d.comb += early.eq(Cat(*[
+                    lut4(m, platform, lambda a, h, b, f: (a and h) or (b and f),
+                         (take_hit, slot1h_ls[i], take_free, free1h[i]), name=f"upd_{name}_early{i}")
+                    for i in range(SQ)]))
                 masks = []
                 for c in range(copies):
                     mask = Signal(SQ, name=f"upd_{name}" + (f"_{c}" if c else ""))
@@ -1368,8 +1379,14 @@ class Tracker(wiring.Component):
             # the slots rewritten: written here, and for the record entering this stage (x_pre)
             # and the one two stages back (x_pre2), whose keys (mk_r17) and residency
             # word (below) are read then
+            # registered as the records move (every stage register moves on adv, and only then):
+            # is_ev & (x.q == x_pre.q) and is_ev & (x.q == q_pre2) of the next cycle
             same_pre, same_pre2 = Signal(), Signal()
-            m.d.comb += [same_pre.eq(is_ev & (x.q == x_pre.q)), same_pre2.eq(is_ev & (x.q == q_pre2))]
+            x_in = r[LS - 1]
+            is_ev_in = v[LS - 1] & (x_in.kind == K_EVENT) & ~x_in.lk
+            with m.If(adv):
+                m.d.sync += [same_pre.eq(is_ev_in & (x_in.q == r[LS - 2].q)),
+                             same_pre2.eq(is_ev_in & (x_in.q == r[LS - 3].q))]
             # (the RAM writes' and the next record's masks, one copy for the matrix and one for
             # the rest: about 30 loads each instead of 60)
             upd, upd_mx = rewritten_slots(Const(1, 1), "here", copies=2)
