@@ -187,6 +187,10 @@ class RegisterBlock(wiring.Component):
         for i, (off, _, _, _) in enumerate(words):
             m.d.sync += sel[i].eq(addr[2:] == (off >> 2))
         sel_of = {(reg.name, w): sel[i] for i, (_, _, reg, w) in enumerate(words)}
+        # "some local word is selected", registered from the selects (valid from READ_SEL): the
+        # OR of every select was in front of resp in READ_GRP (9.82 ns in the board build of aa35c72)
+        sel_any = Signal()
+        m.d.sync += sel_any.eq(sel.any())
         ext_rd = Signal()           # READ_GRP: an external register or memory read
         ext_wr = Signal()           # WRITE: an external register write (memories are read only)
         m.d.sync += [ext_rd.eq(ext_hit), ext_wr.eq(ext_hit & ~mem_hit)]
@@ -280,11 +284,10 @@ class RegisterBlock(wiring.Component):
                     m.d.comb += self.ext.re.eq(1)
                     m.next = "READ_EXT"
                 with m.Else():
-                    m.d.sync += resp.eq(Mux(sel.any(), OKAY, SLVERR))
                     m.next = "READ_SEL"
 
             with m.State("READ_SEL"):
-                m.d.sync += rdata.eq(grp_or)
+                m.d.sync += [rdata.eq(grp_or), resp.eq(Mux(sel_any, OKAY, SLVERR))]
                 m.next = "RRESP"
 
             with m.State("READ_EXT"):
