@@ -1450,8 +1450,22 @@ class Tracker(wiring.Component):
             evicting = Signal(attrs={"keep": 1})
             slot_alt = Signal(g.sb, attrs={"keep": 1})
             m.d.comb += [evicting.eq(~resident & ~free),
-                         slot_alt.eq(Mux(evicting, Mux(vic_any, 0, slot_src), Mux(resident | ~free, slot_src, nres[:g.sb]))),
-                         slot_after.eq(Mux(evicting, vic, 0) | slot_alt)]
+                         slot_alt.eq(Mux(evicting, Mux(vic_any, 0, slot_src), Mux(resident | ~free, slot_src, nres[:g.sb])))]
+            # each bit as cells: two ORs of four first bits (the victim's index bit, OR-encoded),
+            # then (evicting & (o0 | o1)) | slot_alt in one LUT (synthesis made four levels of
+            # it behind first, 9.79 ns into f_slot in the board build of aa35c72)
+            # (beyond 16 slots, more than eight first bits per index bit: plain logic)
+            def slot_after_bit(b):
+                ones = [i for i in range(SQ) if i >> b & 1]
+                if len(ones) > 8:
+                    return (evicting & vic[b]) | slot_alt[b]
+                halves = [ones[k:k + 4] for k in range(0, len(ones), 4)]
+                ors = [lut4(m, platform, lambda *f: any(f), [first[i] for i in half],
+                            name=f"slot_after_or{b}_{k}") for k, half in enumerate(halves)]
+                return lut4(m, platform, lambda o0, o1, e, a: (e and (o0 or o1)) or a,
+                            (ors[0], ors[1] if len(ors) > 1 else Const(0, 1), evicting, slot_alt[b]),
+                            name=f"slot_after_lut{b}")
+            m.d.comb += slot_after.eq(Cat(*[slot_after_bit(b) for b in range(g.sb)]))
         if self.select == "matrix":
             # the same, one-hot, and made the same way: first where evicting, else a choice from
             # registers (as Mux(resident | no_victim, slot1h_ls, upd) it waited for the mask:
@@ -1484,8 +1498,11 @@ class Tracker(wiring.Component):
             x_pre2 = r[LS - 2]
             m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
             ram_res = data.View(self._mlist_layout(), ls_rd_res.data)
-            nres_res = Signal(g.nres)
-            m.d.comb += nres_res.eq(Mux(same_pre2, nres + do_free, ram_res.nres))
+            # the word's count is the RAM's, or this stage's after its event (+1 if it took a
+            # free slot): its compares are made on both counts and chosen by do_free after, with
+            # no add in front (resident → do_free → nres + 1 → the compares → held was 9.80 ns)
+            room0, room1 = Signal(), Signal()
+            m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
             here_eq = Signal()
             m.d.comb += here_eq.eq(x.position == x_pre2.position)
             # slot i holds the record's position (the word as r17 holds it): one LUT per slot
@@ -1495,7 +1512,8 @@ class Tracker(wiring.Component):
             ram_eq, in_nres = Signal(SQ), Signal(SQ)
             m.d.comb += [ram_eq.eq(Cat(*[ram_res.pos[i * g.pb:(i + 1) * g.pb] == x_pre2.position
                                          for i in range(SQ)])),
-                         in_nres.eq(Cat(*[i < nres_res for i in range(SQ)]))]
+                         in_nres.eq(Cat(*[Mux(same_pre2, Mux(do_free, (i - 1 < nres) if i else 1, i < nres), i < ram_res.nres)
+                                          for i in range(SQ)]))]
             held_next = Cat(*[lut4(m, platform, lambda u, h, e, n: (h if u else e) and n,
                                    (upd_pre2[i], here_eq, ram_eq[i], in_nres[i]), name=f"held_lut{i}")
                               for i in range(SQ)])
@@ -1504,7 +1522,7 @@ class Tracker(wiring.Component):
                 m.d.sync += [
                     started_pre.eq(ram_res.started | same_pre2),
                     held_pre.eq(held_next),
-                    room_pre.eq(has_room(nres_res)),
+                    room_pre.eq(Mux(same_pre2, Mux(do_free, room1, room0), has_room(ram_res.nres))),
                 ]
             slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
             src_two = Signal()
@@ -1523,9 +1541,6 @@ class Tracker(wiring.Component):
             # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
             # from the hit's event, src_here)
             m.d.comb += taken.eq(same_pre & do_evict & ((first & slot1h_pre) != 0))
-            # a free slot: the RAM's count, or this stage's count after its event (+1 if it took one)
-            room0, room1 = Signal(), Signal()
-            m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
             # the order is not empty after this stage's change (lst as list_with_change makes
             # it for snap_ls, without waiting for the mask): a slot taken by a position outside
             # the pinned range is in it; a pinned one leaves its slot X out of it, where X is the
