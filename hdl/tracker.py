@@ -1512,7 +1512,7 @@ class Tracker(wiring.Component):
             ram_eq, in_nres = Signal(SQ), Signal(SQ)
             m.d.comb += [ram_eq.eq(Cat(*[ram_res.pos[i * g.pb:(i + 1) * g.pb] == x_pre2.position
                                          for i in range(SQ)])),
-                         in_nres.eq(Cat(*[Mux(same_pre2, Mux(do_free, (i - 1 < nres) if i else 1, i < nres), i < ram_res.nres)
+                         in_nres.eq(Cat(*[Mux(same_pre2, Mux(do_free, (i <= nres) if i else 1, i < nres), i < ram_res.nres)
                                           for i in range(SQ)]))]
             held_next = Cat(*[lut4(m, platform, lambda u, h, e, n: (h if u else e) and n,
                                    (upd_pre2[i], here_eq, ram_eq[i], in_nres[i]), name=f"held_lut{i}")
