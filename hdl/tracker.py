@@ -1315,7 +1315,7 @@ class Tracker(wiring.Component):
                 (this stage's event is of that queue) and the event places its position (a hit,
                 a free slot, an eviction; not a prefetch of a resident position, not a miss with
                 nothing evictable, where first is all zeros). The hit's and the free slot's cases
-                come from registers alone and are kept apart (Yosys "keep"), so only the victim's
+                come from registers alone, through cells of their own, so only the victim's
                 case waits for the row ANDs (first): each mask bit is one LUT (``_cells.lut4``),
                 early | (take_first & first), with first on its fastest input. As plain logic,
                 synthesis rebuilt upd_pre as same_pre & upd_here, a second level behind first on
