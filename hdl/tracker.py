@@ -1147,11 +1147,11 @@ class Tracker(wiring.Component):
             # priority encoder
             m.d.comb += vic.eq(Cat(*[Cat(*[first[i] for i in range(SQ) if i >> b & 1]).any()
                                      for b in range(g.sb)]))
-        vic_pos = Signal(g.pb)
         if self.select == "ring":
+            vic_pos = Signal(g.pb)          # the victim's position
             m.d.comb += [ps_rd_v.addr.eq(saddr(vic)), vic_pos.eq(ps_rd_v.data)]
-        else:                               # one-hot: no encoder and RAM read behind the AND
-            m.d.comb += vic_pos.eq(_onehot_read(first, mpos))
+        # (the matrix reads the victim's position where it is reported, at the output: first's
+        # AND-OR over the positions, one-hot, with no encoder and RAM read behind the AND)
 
         hit = Signal()
         pf_noop = Signal()              # a prefetch insert of a resident position: nothing changes
@@ -1625,13 +1625,11 @@ class Tracker(wiring.Component):
         vl = g.vresp_layout()
         answer = started & vic_any
         vr_answers = (x.kind == K_VREQ) & ~locked & answer
+        o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
+                    slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
+        late = None                     # the decision's fields ORed in after the kind's choice
         if self.select == "ring":
-            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
-                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
-                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
-                        victim=Mux(do_evict, vic_pos, 0), slot=Mux(no_victim, 0, s_ins), prefetch=x.pf)
-            new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+            ev_victim_pos, ev_slot = Mux(do_evict, vic_pos, 0), Mux(no_victim, 0, s_ins)
             vr_victim = Mux(vr_answers, vic_pos, 0)
         else:
             # The fields that wait for the victim (first, the row ANDs) are ORed in after the
@@ -1642,17 +1640,18 @@ class Tracker(wiring.Component):
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
             ev_victim = Signal(attrs={"keep": 1})   # this record's decision reports the victim
             m.d.comb += ev_victim.eq(evicting & ~err & ~x.lk)
-            o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
-                        slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-            o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
-                        inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
-                        slot=Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb])), prefetch=x.pf)
+            ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
             late = pack(dl, victim=_onehot_read(first, [Mux(ev_victim, p, 0) for p in mpos]),
                         slot=Mux(ev_victim, vic, 0))
-            new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev)) | late
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
             vr_victim = _onehot_read(first, [Mux(vr_take, p, 0) for p in mpos])
+        o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
+                    inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
+                    victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
+        new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+        if late is not None:
+            new_out = new_out | late
         new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
                         locked=(x.kind == K_VREQ) & locked,
                         valid=vr_answers,
