@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "052664e1bef8629ee88eae5969debd08ce395eea078c824582a62c89f4eb4022"
+SOURCE_SHA256 = "8f4ddc4813320d18a41f5cd2aaec1b879d89fe1eab31c566ad3972f1f1280ea3"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -50,7 +50,7 @@ REGISTERS = (
         Field('hint_busy', 7, 1, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='A pushed hint (HINT_PUSH) waits for the HDM decode.'),
     )),
     Register('REJECT_ADDR', 0x028, 32, external=False, desc='Last refused write address', fields=(
-        Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write. Set by the register block itself.'),
+        Field('addr', 0, 16, 'r', 'na', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Byte address of the last refused write, word-aligned (the low two address bits are ignored, as on every access). Set by the register block itself.'),
     )),
     Register('ALPHA', 0x030, 32, external=False, desc='EMA weight', fields=(
         Field('value', 0, 16, 'rw', 'r', 0x1000, woclr=False, singlepulse=False, hwset=False, range_min=1, range_max=65535, desc='alpha, UQ0.16.'),

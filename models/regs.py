@@ -111,7 +111,8 @@ class RegisterFile:
     def _reject(self, addr: int) -> int:
         self.stored[("STATUS", "cfg_reject")] = 1
         self.stored[("IRQ_STATUS", "cfg_reject")] = 1
-        self.stored[("REJECT_ADDR", "addr")] = addr & 0xFFFF
+        # the word's address: the bus ignores the low two address bits (byte lanes are WSTRB)
+        self.stored[("REJECT_ADDR", "addr")] = addr & 0xFFFC
         return SLVERR
 
     def write(self, addr: int, data: int, strb: int = 0xF) -> int:

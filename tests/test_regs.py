@@ -58,6 +58,12 @@ def test_out_of_range_write_is_refused_and_flagged():
     assert rf.write(R["TAU"].offset, 1 << 20) == OKAY and rf.get("TAU", "value") == 1 << 20
 
 
+def test_refused_unaligned_write_records_the_word_address():
+    rf = RegisterFile()
+    assert rf.write(R["TAU"].offset + 3, 0) == SLVERR     # low address bits ignored: TAU, refused
+    assert rf.read(R["REJECT_ADDR"].offset)[0] == R["TAU"].offset
+
+
 def test_strobes_merge_bytes():
     rf = RegisterFile()
     rf.write(R["SCRATCH"].offset, 0x11223344)

@@ -260,6 +260,8 @@ async def test_directed(dut):
     for frame in (proto.encode_ping(), proto.encode_read(regmap.BY_NAME["ID"].offset),
                   proto.encode_write(alpha, 0x2000), proto.encode_read(alpha),
                   proto.encode_write(alpha, 0), proto.encode_read(0xFFC), proto.encode_read(0x1000),
+                  # a refused write at an unaligned address: REJECT_ADDR holds the word's address
+                  proto.encode_write(alpha + 3, 0), proto.encode_read(regmap.BY_NAME["REJECT_ADDR"].offset),
                   proto.encode_write(0xFFFF, 1), proto.encode_read(alpha)[:-1] + b"\x00",
                   bytes([proto.SYNC, 0x7F])):
         await env.send(frame)
