@@ -1136,8 +1136,22 @@ class Tracker(wiring.Component):
             first = Signal(SQ, attrs={"keep": 1})   # one-hot: the slot before every other slot in the order
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
-            m.d.comb += first.eq(Cat(*[Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]).all()
-                                       for i in range(SQ)]))
+            # Two copies, each with a last AND level of its own (cells): first for the rewritten-
+            # slot masks on the list stage's loop, first_o for every other load (the victim's
+            # index and position, the decision, the residency update). As one signal it had about
+            # 30 loads across the part and a 2.9 ns route into the mask cells (docs/fpga.md).
+            # (beyond 16 slots, one signal, plain logic)
+            first_o = Signal(SQ, attrs={"keep": 1})
+            row_terms = [Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]) for i in range(SQ)]
+            if SQ <= 16:
+                for i, t in enumerate(row_terms):
+                    quarters = Signal((SQ + 3) // 4, name=f"first_q{i}", attrs={"keep": 1})
+                    m.d.comb += quarters.eq(Cat(*[t[k:k + 4].all() for k in range(0, SQ, 4)]))
+                    m.d.comb += [
+                        first[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters), name=f"first_lut{i}")),
+                        first_o[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters), name=f"first_o_lut{i}"))]
+            else:
+                m.d.comb += [first.eq(Cat(*[t.all() for t in row_terms])), first_o.eq(first)]
             # "the order is not empty", registered as the record enters this stage (vic_any_ls,
             # below): as lst != 0 here it was three LUT levels in front of the slot the event
             # leaves its position in (snap_ls → vic_any → slot_alt → f_slot, 9.98 ns at 9a6936e)
@@ -1145,7 +1159,7 @@ class Tracker(wiring.Component):
             m.d.comb += vic_any.eq(vic_any_ls)
             # first is one-hot (the order is total), so its index is an OR per bit, not a
             # priority encoder
-            m.d.comb += vic.eq(Cat(*[Cat(*[first[i] for i in range(SQ) if i >> b & 1]).any()
+            m.d.comb += vic.eq(Cat(*[Cat(*[first_o[i] for i in range(SQ) if i >> b & 1]).any()
                                      for b in range(g.sb)]))
         if self.select == "ring":
             vic_pos = Signal(g.pb)          # the victim's position
@@ -1291,8 +1305,12 @@ class Tracker(wiring.Component):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q), ls_wr.data.eq(sl)]
 
         else:
-            free1h = Signal(SQ)             # the next free slot, one-hot
-            m.d.comb += free1h.eq(Const(1, SQ) << nres[:g.sb])
+            # the next free slot, one-hot (1 << nres[:sb]), registered as the record enters this
+            # stage with snap_ls, field for field as list_with_change makes its count: as a decoder
+            # of snap_ls's count it was a carry chain in front of the masks' early case on the list
+            # stage's loop (snap_ls → the decoder → upd_here_early → upd_here → the list RAM's write
+            # data, 9.73 ns in the bench at eb591ae). (init 1: snap_ls's count resets to 0)
+            free1h = Signal(SQ, init=1)
             # does the new key go before slot j's? A dense-mode touch goes in front of its bucket
             # (before equal keys), a normal one behind it (after equal keys)
             # (compared as the record enters this stage, from r17's key and the queue's keys as
@@ -1388,8 +1406,10 @@ class Tracker(wiring.Component):
                 m.d.sync += [same_pre.eq(is_ev_in & (x_in.q == r[LS - 2].q)),
                              same_pre2.eq(is_ev_in & (x_in.q == r[LS - 3].q))]
             # (the RAM writes' and the next record's masks, one copy for the matrix and one for
-            # the rest: about 30 loads each instead of 60)
-            upd, upd_mx = rewritten_slots(Const(1, 1), "here", copies=2)
+            # the rest: about 30 loads each instead of 60; the RAM writes' as three, for the
+            # matrix, the keys and the list word, each RAM's write data a route of its own: the
+            # list word's was 2.8 ns from a mask cell shared with the keys at eb591ae)
+            upd, upd_ls, upd_mx = rewritten_slots(Const(1, 1), "here", copies=3)
             upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
             upd_pre2 = rewritten_slots(same_pre2, "pre2")
 
@@ -1411,7 +1431,7 @@ class Tracker(wiring.Component):
                          mk_wr.addr.eq(x.q), mk_wr.data.eq(keys_with_change(upd, snap_mk))]
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
-                             ls_wr.data.eq(list_with_change(Const(1, 1), upd, snap_ls))]
+                             ls_wr.data.eq(list_with_change(Const(1, 1), upd_ls, snap_ls))]
                 with m.If(placed):
                     m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
@@ -1420,6 +1440,11 @@ class Tracker(wiring.Component):
                     snap_mx.eq(matrix_with_change(upd_pre_mx, rd_row)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
+                    # its count's one-hot: + do_free is a shift, a rotation where nres[:sb] wraps
+                    # within the SQ bits (SQ a power of two; else a count of SQ is all zeros)
+                    free1h.eq(Mux(same_pre, Mux(do_free, free1h.rotate_left(1) if SQ == 1 << g.sb
+                                                else (free1h << 1)[:SQ], free1h),
+                                  Const(1, SQ) << data.View(self._mlist_layout(), ls_rd.data).nres[:g.sb])),
                     mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
@@ -1428,7 +1453,7 @@ class Tracker(wiring.Component):
             m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic)),
                          pf_s.eq(pf_rd_s.data), pf_v.eq(pf_rd_v.data)]
         else:
-            m.d.comb += [pf_s.eq((mpf >> slot_src)[0]), pf_v.eq((first & mpf) != 0)]
+            m.d.comb += [pf_s.eq((mpf >> slot_src)[0]), pf_v.eq((first_o & mpf) != 0)]
         bump_late("read_hits", commit & hit & ~x.write)
         bump_late("evictions", commit & do_evict)
         bump_late("no_victim", commit & no_victim)
@@ -1460,7 +1485,7 @@ class Tracker(wiring.Component):
                 if len(ones) > 8:
                     return (evicting & vic[b]) | slot_alt[b]
                 halves = [ones[k:k + 4] for k in range(0, len(ones), 4)]
-                ors = [lut4(m, platform, lambda *f: any(f), [first[i] for i in half],
+                ors = [lut4(m, platform, lambda *f: any(f), [first_o[i] for i in half],
                             name=f"slot_after_or{b}_{k}") for k, half in enumerate(halves)]
                 return lut4(m, platform, lambda o0, o1, e, a: (e and (o0 or o1)) or a,
                             (ors[0], ors[1] if len(ors) > 1 else Const(0, 1), evicting, slot_alt[b]),
@@ -1474,7 +1499,7 @@ class Tracker(wiring.Component):
             slot1h_alt = Signal(SQ, attrs={"keep": 1})
             m.d.comb += [slot1h_alt.eq(Mux(evicting, Mux(vic_any, 0, slot1h_ls),
                                            Mux(resident | ~free, slot1h_ls, free1h))),
-                         slot1h_after.eq(Mux(evicting, first, 0) | slot1h_alt)]
+                         slot1h_after.eq(Mux(evicting, first_o, 0) | slot1h_alt)]
         with m.If(commit):
             f_write(Const(1, D) << x.tag, (f_slot, slot_after))
 
@@ -1540,7 +1565,7 @@ class Tracker(wiring.Component):
             # Only an eviction gives a held slot to another position: a free slot is not held
             # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
             # from the hit's event, src_here)
-            m.d.comb += taken.eq(same_pre & do_evict & ((first & slot1h_pre) != 0))
+            m.d.comb += taken.eq(same_pre & do_evict & ((first_o & slot1h_pre) != 0))
             # the order is not empty after this stage's change (lst as list_with_change makes
             # it for snap_ls, without waiting for the mask): a slot taken by a position outside
             # the pinned range is in it; a pinned one leaves its slot X out of it, where X is the
@@ -1641,11 +1666,11 @@ class Tracker(wiring.Component):
             ev_victim = Signal(attrs={"keep": 1})   # this record's decision reports the victim
             m.d.comb += ev_victim.eq(evicting & ~err & ~x.lk)
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
-            late = pack(dl, victim=_onehot_read(first, [Mux(ev_victim, p, 0) for p in mpos]),
+            late = pack(dl, victim=_onehot_read(first_o, [Mux(ev_victim, p, 0) for p in mpos]),
                         slot=Mux(ev_victim, vic, 0))
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_victim = _onehot_read(first, [Mux(vr_take, p, 0) for p in mpos])
+            vr_victim = _onehot_read(first_o, [Mux(vr_take, p, 0) for p in mpos])
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
