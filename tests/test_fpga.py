@@ -234,5 +234,6 @@ def test_led_stretch_holds_a_strobe_visible():
 
     sim.add_testbench(testbench)
     sim.run()
-    # a pulse at 1 lights it, the one at 3 restarts the count: on for 5 cycles after the last
-    assert trace == [0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    # a pulse at 1 lights it a cycle later (the input is registered), the one at 3 restarts the
+    # count: on for 5 cycles after the last
+    assert trace == [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]

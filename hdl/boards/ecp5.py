@@ -98,7 +98,10 @@ class ECP5PLL(Elaboratable):
 
 
 class Stretch(Elaboratable):
-    """Holds ``o`` high for ``cycles`` after each pulse on ``i``: a strobe a person can see."""
+    """Holds ``o`` high for ``cycles`` after each pulse on ``i``: a strobe a person can see.
+    ``i`` is registered first (one cycle later, invisible on an LED): the strobe's source sits with
+    its block and the stretcher by its pin, and the route between them was a 6.3 ns part of a
+    9.2 ns path into the counter's reset."""
 
     def __init__(self, cycles: int):
         self.cycles = cycles
@@ -109,7 +112,9 @@ class Stretch(Elaboratable):
         m = Module()
         left = Signal(range(self.cycles + 1))
         m.d.comb += self.o.eq(left != 0)
-        with m.If(self.i):
+        i_r = Signal()
+        m.d.sync += i_r.eq(self.i)
+        with m.If(i_r):
             m.d.sync += left.eq(self.cycles)
         with m.Elif(left != 0):
             m.d.sync += left.eq(left - 1)
