@@ -1150,22 +1150,25 @@ class Tracker(wiring.Component):
             first = Signal(SQ, attrs={"keep": 1})   # one-hot: the slot before every other slot in the order
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
-            # Two copies, each with a last AND level of its own (cells): first for the rewritten-
-            # slot masks on the list stage's loop, first_o for every other load (the victim's
-            # index and position, the decision, the residency update). As one signal it had about
-            # 30 loads across the part and a 2.9 ns route into the mask cells (docs/fpga.md).
+            # Three copies, each with a last AND level of its own (cells): first for the rewritten-
+            # slot masks on the list stage's loop; first_o for the victim's position in the
+            # decision and the victim response (an AND-OR of some 20 bits per slot); first_r for
+            # the rest (the victim's index, the residency update, the prefetch flag). As one signal
+            # it had about 40 loads across the part and a 2.9 ns route into the mask cells; with
+            # two copies, first_o's 2.0 ns route led the paths into resident and the decision.
             # (beyond 16 slots, one signal, plain logic)
             first_o = Signal(SQ, attrs={"keep": 1})
+            first_r = Signal(SQ, attrs={"keep": 1})
             row_terms = [Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]) for i in range(SQ)]
             if SQ <= 16:
                 for i, t in enumerate(row_terms):
                     quarters = Signal((SQ + 3) // 4, name=f"first_q{i}", attrs={"keep": 1})
                     m.d.comb += quarters.eq(Cat(*[t[k:k + 4].all() for k in range(0, SQ, 4)]))
-                    m.d.comb += [
-                        first[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters), name=f"first_lut{i}")),
-                        first_o[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters), name=f"first_o_lut{i}"))]
+                    for copy, name in ((first, "first"), (first_o, "first_o"), (first_r, "first_r")):
+                        m.d.comb += copy[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters),
+                                                    name=f"{name}_lut{i}"))
             else:
-                m.d.comb += [first.eq(Cat(*[t.all() for t in row_terms])), first_o.eq(first)]
+                m.d.comb += [first.eq(Cat(*[t.all() for t in row_terms])), first_o.eq(first), first_r.eq(first)]
             # "the order is not empty", registered as the record enters this stage (vic_any_ls,
             # below): as lst != 0 here it was three LUT levels in front of the slot the event
             # leaves its position in (snap_ls → vic_any → slot_alt → f_slot, 9.98 ns at 9a6936e)
@@ -1173,7 +1176,7 @@ class Tracker(wiring.Component):
             m.d.comb += vic_any.eq(vic_any_ls)
             # first is one-hot (the order is total), so its index is an OR per bit, not a
             # priority encoder
-            m.d.comb += vic.eq(Cat(*[Cat(*[first_o[i] for i in range(SQ) if i >> b & 1]).any()
+            m.d.comb += vic.eq(Cat(*[Cat(*[first_r[i] for i in range(SQ) if i >> b & 1]).any()
                                      for b in range(g.sb)]))
         if self.select == "ring":
             vic_pos = Signal(g.pb)          # the victim's position
@@ -1467,7 +1470,7 @@ class Tracker(wiring.Component):
             m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic)),
                          pf_s.eq(pf_rd_s.data), pf_v.eq(pf_rd_v.data)]
         else:
-            m.d.comb += [pf_s.eq((mpf >> slot_src)[0]), pf_v.eq((first_o & mpf) != 0)]
+            m.d.comb += [pf_s.eq((mpf >> slot_src)[0]), pf_v.eq((first_r & mpf) != 0)]
         bump_late("read_hits", commit & hit & ~x.write)
         bump_late("evictions", commit & do_evict)
         bump_late("no_victim", commit & no_victim)
@@ -1499,7 +1502,7 @@ class Tracker(wiring.Component):
                 if len(ones) > 8:
                     return (evicting & vic[b]) | slot_alt[b]
                 halves = [ones[k:k + 4] for k in range(0, len(ones), 4)]
-                ors = [lut4(m, platform, lambda *f: any(f), [first_o[i] for i in half],
+                ors = [lut4(m, platform, lambda *f: any(f), [first_r[i] for i in half],
                             name=f"slot_after_or{b}_{k}") for k, half in enumerate(halves)]
                 return lut4(m, platform, lambda o0, o1, e, a: (e and (o0 or o1)) or a,
                             (ors[0], ors[1] if len(ors) > 1 else Const(0, 1), evicting, slot_alt[b]),
@@ -1513,7 +1516,7 @@ class Tracker(wiring.Component):
             slot1h_alt = Signal(SQ, attrs={"keep": 1})
             m.d.comb += [slot1h_alt.eq(Mux(evicting, Mux(vic_any, 0, slot1h_ls),
                                            Mux(resident | ~free, slot1h_ls, free1h))),
-                         slot1h_after.eq(Mux(evicting, first_o, 0) | slot1h_alt)]
+                         slot1h_after.eq(Mux(evicting, first_r, 0) | slot1h_alt)]
         with m.If(commit):
             f_write(Const(1, D) << x.tag, (f_slot, slot_after))
 
@@ -1582,7 +1585,7 @@ class Tracker(wiring.Component):
             # Only an eviction gives a held slot to another position: a free slot is not held
             # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
             # from the hit's event, src_here)
-            m.d.comb += taken.eq(same_pre & do_evict & ((first_o & slot1h_pre) != 0))
+            m.d.comb += taken.eq(same_pre & do_evict & ((first_r & slot1h_pre) != 0))
             # the order is not empty after this stage's change (lst as list_with_change makes
             # it for snap_ls, without waiting for the mask): a slot taken by a position outside
             # the pinned range is in it; a pinned one leaves its slot X out of it, where X is the
