@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
@@ -79,6 +80,9 @@ class BenchRun:
     results: list[TestResult]
     build_dir: Path
     metrics: dict = field(default_factory=dict)
+    #: the environment setting that replays the run's stimulus (``CXLKV_SEED=<n>`` when it was
+    #: given, else ``COCOTB_RANDOM_SEED=<n>``, the seed cocotb drew; None if unknown)
+    replay: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -202,4 +206,18 @@ def run(bench: CocotbBench, *, testcase: str | list[str] | None = None, env: dic
     results = _parse_results(xml)
     if waves:
         print(f"waveform: {tdir / 'dump.fst'}", file=sys.stderr)
-    return BenchRun(bench.name, bench.config_id, results, tdir, metrics)
+    return BenchRun(bench.name, bench.config_id, results, tdir, metrics,
+                    replay=_replay_setting(extra_env, tdir / "sim.log"))
+
+
+def _replay_setting(env: dict, log: Path) -> str | None:
+    """How to replay the run's stimulus (cxlkv.tb.common.test_rng): CXLKV_SEED if it was set,
+    else the seed cocotb drew and logged (it seeds both test_rng and Python's random)."""
+    given = env.get("CXLKV_SEED", os.environ.get("CXLKV_SEED"))
+    if given is not None:
+        return f"CXLKV_SEED={given}"
+    if log.is_file():
+        found = re.search(r"Seeding Python random module with (\d+)", log.read_text(errors="replace"))
+        if found:
+            return f"COCOTB_RANDOM_SEED={found.group(1)}"
+    return None

@@ -16,4 +16,18 @@ def test_cocotb_bench(bench):
     result = run(bench)
     assert result.results, f"no test results; see {result.build_dir}/sim.log"
     failed = [f"{r.name}: {r.message}" for r in result.results if not r.passed]
-    assert not failed, "\n".join(failed) + f"\nlogs: {result.build_dir}"
+    assert not failed, "\n".join(failed) + f"\nlogs: {result.build_dir}\nreplay with: {result.replay}"
+
+
+def test_replay_setting_names_the_seed_of_a_run(tmp_path, monkeypatch):
+    """A failing bench's message says how to replay its stimulus: the seed cocotb drew (from its
+    log), or CXLKV_SEED when the run was given one; nothing when neither is known."""
+    from cxlkv.tb.runner import _replay_setting
+    monkeypatch.delenv("CXLKV_SEED", raising=False)
+    log = tmp_path / "sim.log"
+    log.write_text("     0.00ns INFO     cocotb.initialize     Seeding Python random module with 1795702663\n")
+    assert _replay_setting({}, log) == "COCOTB_RANDOM_SEED=1795702663"
+    assert _replay_setting({"CXLKV_SEED": "108"}, log) == "CXLKV_SEED=108"
+    assert _replay_setting({}, tmp_path / "missing.log") is None
+    log.write_text("no seed here\n")
+    assert _replay_setting({}, log) is None
