@@ -6,11 +6,15 @@ written, so logic behind it cannot be rebuilt from it and it cannot be merged wi
 identical copy (a copy per group of loads shortens the routes of a signal with many loads).
 Without a platform (simulation, Verilator, ``make verilog``) or on another one, the same truth
 table is a sum of its minterms: the simulated logic and the cell share one table.
+
+:func:`and_or_lut4`: the OR of pairwise ANDs (a one-hot choice) as a tree of such cells, left
+at two outputs for the caller's last LUT: synthesis sees each cell's output as an input with no
+delay and chains logic behind it, so a wide AND-OR behind a cell is a cell tree too.
 """
 from amaranth import Cat, Const, Signal
 from amaranth.hdl import Instance
 
-__all__ = ["lut4", "lut4_init"]
+__all__ = ["and_or_lut4", "lut4", "lut4_init"]
 
 
 def lut4_init(fn, n_inputs):
@@ -41,3 +45,20 @@ def lut4(m, platform, fn, inputs, name):
         terms = [index == k for k in range(1 << len(inputs)) if init >> k & 1]
         m.d.comb += z.eq(Cat(*terms).any() if terms else 0)
     return z
+
+
+def and_or_lut4(m, platform, pairs, name):
+    """Up to two one-bit signals whose OR is the OR of ``a & b`` over ``pairs`` [(a, b), ...]:
+    a LUT4 per two pairs, then OR4s until two or fewer are left (``a``, the later input, on A)."""
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("and_or_lut4 needs one pair or more")
+    level = [lut4(m, platform, lambda a0, b0, a1=False, b1=False: (a0 and b0) or (a1 and b1),
+                  [*pairs[k], *(pairs[k + 1] if k + 1 < len(pairs) else ())], name=f"{name}_and{k // 2}")
+             for k in range(0, len(pairs), 2)]
+    depth = 0
+    while len(level) > 2:
+        level = [lut4(m, platform, lambda *f: any(f), level[k:k + 4], name=f"{name}_or{depth}_{k // 4}")
+                 for k in range(0, len(level), 4)]
+        depth += 1
+    return level

@@ -7,7 +7,7 @@ from amaranth import Module, Signal
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from cxlkv.hdl._cells import lut4, lut4_init
+from cxlkv.hdl._cells import and_or_lut4, lut4, lut4_init
 
 
 def _ecp5_lut4(init, a, b, c, d):
@@ -85,3 +85,49 @@ def test_an_ecp5_cell_on_an_ecp5_platform():
     out2 = Signal()
     m2.d.comb += out2.eq(lut4(m2, None, _mask_bit, ins, name="bit"))
     assert "LUT4" not in rtlil.convert(m2, ports=[*ins, out2])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 16])
+def test_and_or_is_the_or_of_the_pairs(n):
+    import random
+    m = Module()
+    a = [Signal(name=f"a{k}") for k in range(n)]
+    b = [Signal(name=f"b{k}") for k in range(n)]
+    outs = and_or_lut4(m, None, list(zip(a, b)), name="ao")
+    assert 1 <= len(outs) <= 2
+    z = Signal()
+    m.d.comb += z.eq(outs[0] if len(outs) == 1 else outs[0] | outs[1])
+    rng = random.Random(n)
+    # every single pair alone, none, and random words (a one-hot a, as the tracker's first, and any)
+    cases = [(1 << k, (1 << n) - 1) for k in range(n)] + [(0, (1 << n) - 1)]
+    cases += [(rng.getrandbits(n), rng.getrandbits(n)) for _ in range(200)]
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for wa, wb in cases:
+            for k in range(n):
+                ctx.set(a[k], wa >> k & 1)
+                ctx.set(b[k], wb >> k & 1)
+            assert ctx.get(z) == int(wa & wb != 0), (wa, wb)
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_and_or_on_an_ecp5_platform_is_a_cell_tree():
+    m = Module()
+    pairs = [(Signal(name=f"a{k}"), Signal(name=f"b{k}")) for k in range(16)]
+    outs = and_or_lut4(m, _ECP5(), pairs, name="ao")
+    z = Signal()
+    m.d.comb += z.eq(outs[0] | outs[1])
+    text = rtlil.convert(m, ports=[*[s for p in pairs for s in p], z])
+    assert text.count("cell \\LUT4 ") == 8 + 2      # two pairs per cell, then two OR4s
+    # the pair cell: (A & B) | (C & D), the first pair's a on A
+    assert f"parameter \\INIT 16'{lut4_init(lambda a0, b0, a1, b1: (a0 and b0) or (a1 and b1), 4):016b}" in text
+
+
+def test_and_or_with_no_pair_is_an_error():
+    m = Module()
+    with pytest.raises(ValueError, match="one pair or more"):
+        and_or_lut4(m, None, [], name="ao")
+    rtlil.convert(m, ports=[])          # (the module stays usable: nothing was added to it)
