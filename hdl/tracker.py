@@ -53,7 +53,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from cxlkv.hdl._cells import lut4
+from cxlkv.hdl._cells import and_or_lut4, lut4
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as S
 from cxlkv.models import tracker as T
@@ -1581,11 +1581,22 @@ class Tracker(wiring.Component):
             # same_pre: the tag compare was in front of resident with taken's row ANDs, 9.71 ns)
             with m.If(adv):
                 m.d.sync += src_here.eq(r[LS - 2].fwd & v[LS - 1] & (r[LS - 1].tag == r[LS - 2].fwd_tag))
-            taken = Signal()            # this stage's event places another position in that slot
-            # Only an eviction gives a held slot to another position: a free slot is not held
-            # (i >= nres), and a hit keeps the slot's position (a record of that entry forwards
-            # from the hit's event, src_here)
-            m.d.comb += taken.eq(same_pre & do_evict & ((first_r & slot1h_pre) != 0))
+            # "taken": this stage's event places another position in that slot. Only an eviction
+            # gives a held slot to another position: a free slot is not held (i >= nres), and a
+            # hit keeps the slot's position (a record of that entry forwards from the hit's event,
+            # src_here). So the slot is taken iff same_pre & do_evict & (first & slot1h_pre) != 0,
+            # the victim's one-hot against the record's: an AND-OR of cells (and_or_lut4), and
+            # the residency in one more, from two values made from registers alone (plain logic
+            # put four LUT levels behind first's cells and a wide mux after them: first_r →
+            # taken → resident was 10.38 ns, the bench's critical path at 5ae6e23)
+            res_keep = Signal(attrs={"keep": 1})    # resident unless taken
+            res_kill = Signal(attrs={"keep": 1})    # taking the slot clears it
+            m.d.comb += [res_keep.eq(Mux(src_here, placed | pf_noop, ram_res_pre)),
+                         res_kill.eq(~src_here & ram_res_pre & same_pre & do_evict)]
+            taken_or = and_or_lut4(m, platform, [(first_r[i], slot1h_pre[i]) for i in range(SQ)], "taken")
+            res_next = lut4(m, platform, lambda t0, t1, kill, keep: keep and not (kill and (t0 or t1)),
+                            (taken_or[0], taken_or[1] if len(taken_or) > 1 else Const(0, 1), res_kill, res_keep),
+                            name="res_lut")
             # the order is not empty after this stage's change (lst as list_with_change makes
             # it for snap_ls, without waiting for the mask): a slot taken by a position outside
             # the pinned range is in it; a pinned one leaves its slot X out of it, where X is the
@@ -1604,7 +1615,7 @@ class Tracker(wiring.Component):
                 m.d.sync += [
                     vic_any_ls.eq(vic_any_next),
                     free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), room_pre)),
-                    res_ls.eq(Mux(src_here, placed | pf_noop, ram_res_pre & ~taken)),
+                    res_ls.eq(res_next),
                     slot_ls.eq(Mux(src_here, slot_after, slot_pre)),
                     slot1h_ls.eq(Mux(src_here, slot1h_after, slot1h_pre)),
                 ]
@@ -1686,12 +1697,25 @@ class Tracker(wiring.Component):
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
             ev_victim = Signal(attrs={"keep": 1})   # this record's decision reports the victim
             m.d.comb += ev_victim.eq(evicting & ~err & ~x.lk)
+            # Each late bit is an AND-OR of cells (and_or_lut4) over first_o and a value zeroed
+            # from registers, ORed into the output register's input by synthesis (plain logic
+            # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
-            late = pack(dl, victim=_onehot_read(first_o, [Mux(ev_victim, p, 0) for p in mpos]),
-                        slot=Mux(ev_victim, vic, 0))
+
+            def late_bits(values, name):
+                """The bits of values[i] for first_o's slot i, each as cell outputs ORed."""
+                return Cat(*[Cat(*and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)],
+                                              f"{name}{b}")).any()
+                             for b in range(len(values[0]))])
+            # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
+            ev_slot_late = Cat(*[Cat(*and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
+                                                  f"ev_slot_or{b}")).any()
+                                 for b in range(g.sb)])
+            late = pack(dl, victim=late_bits([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or"),
+                        slot=ev_slot_late)
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_victim = _onehot_read(first_o, [Mux(vr_take, p, 0) for p in mpos])
+            vr_victim = late_bits([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or")
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
