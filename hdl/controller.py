@@ -360,6 +360,9 @@ class Controller(wiring.Component):
 
         n_pos = g.n_positions
         budget, pins = regs.queue_budget_entries, regs.pins_first_n
+        # the deadline ring's configuration, and its copies as its check (below) goes on
+        cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
+        cfg_1, cfg_2, cfg_3, cfg_seen = (Signal.like(cfg_now) for _ in range(4))
         # The tracker's configuration inputs are registered here, a cycle after the register
         # block's: the clamps and the route from the register block are off the tracker's
         # paths (on the board, QUEUE_BUDGET's clamp was in front of the step state's `dense`
@@ -370,9 +373,11 @@ class Controller(wiring.Component):
             trk.budget.eq(Mux(budget > n_pos, n_pos, budget)),
             trk.pinned.eq(Mux(pins > n_pos, n_pos, pins)),
             trk.alpha.eq(regs.alpha_value),
-            trk.tln_r.eq(regs.tln_r_value),
-            trk.tln_d.eq(regs.tln_d_value),
-            trk.bucket_bits.eq(regs.hw_bucket_bits),
+            # (TLN_R, TLN_D and HW_BUCKET a cycle later still, from cfg_1 below: the events close
+            # on their check a cycle later too, see read_hold)
+            trk.tln_r.eq(cfg_1[:len(regs.tln_r_value)]),
+            trk.tln_d.eq(cfg_1[len(regs.tln_r_value):][:len(regs.tln_d_value)]),
+            trk.bucket_bits.eq(cfg_1[len(regs.tln_r_value) + len(regs.tln_d_value):]),
             trk.write_sample.eq(regs.hw_sample_write_sample),
             trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
@@ -390,8 +395,6 @@ class Controller(wiring.Component):
         # cycles after a write of TLN_R, TLN_D or HW_BUCKET) the events are held, STATUS.busy is 1 and register reads
         # wait, so a read right after the write sees the settled STATUS.ring_error. (The
         # tracker's own cfg_error checks the same, later: it is not needed here.)
-        cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
-        cfg_1, cfg_2, cfg_3, cfg_seen = (Signal.like(cfg_now) for _ in range(4))
         tln_max = Signal.like(regs.tln_r_value)
         bb_1, bb_2 = Signal.like(regs.hw_bucket_bits), Signal.like(regs.hw_bucket_bits)
         f_prod = Signal(len(tln_max) + 12)
@@ -409,7 +412,11 @@ class Controller(wiring.Component):
         # The read hold is ring_stale registered: the compare of the configuration words is off
         # the register block's ARREADY (on the board it was a route across the chip into the UART
         # bridge's AR slice). It is still in time: the register block takes no read until the
-        # cycle after a write's BRESP, by which the registered hold has risen.
+        # cycle after a write's BRESP, by which the registered hold has risen. The events and
+        # STATUS.busy take the hold too, not the compare (r_hw_bucket_bits → the compare →
+        # STATUS.busy and cfg_open was 9.95 ns at 5ae6e23): the events close a cycle later, so
+        # the tracker takes the three fields a cycle later too (from cfg_1); a read is held
+        # while the hold is up and sees STATUS.busy after it, as before.
         read_hold = Signal()
         m.d.sync += read_hold.eq(ring_stale)
         m.d.comb += [
@@ -425,7 +432,7 @@ class Controller(wiring.Component):
         # (enable and the flow-control holds act at once)
         open_ = Signal()
         cfg_open = Signal()
-        m.d.sync += cfg_open.eq(~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~ring_stale)
+        m.d.sync += cfg_open.eq(~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~read_hold)
         m.d.comb += open_.eq(regs.control_enable & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
@@ -562,11 +569,11 @@ class Controller(wiring.Component):
             steps[reg] = _pulse(m, held, getattr(hdm, name), f"hdm_{name}")
         steps["HINT_PUSH_DROPS"] = push_drop
         steps.update(tier_steps)
-        # STATUS.busy registered: a cycle late, and its two configuration compares (stale,
-        # ring_stale) are off the register block's read mux (r_tln_d_value → ring_stale → busy →
-        # the read group was a 9.53 ns path at 9a6936e)
+        # STATUS.busy registered: a cycle late, and its two configuration compares (stale, and
+        # ring_stale through read_hold) are off the register block's read mux (r_tln_d_value →
+        # ring_stale → busy → the read group was a 9.53 ns path at 9a6936e)
         status_busy = Signal()
-        m.d.sync += status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | ring_stale | div.busy | tier_busy))
+        m.d.sync += status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | read_hold | div.busy | tier_busy))
         m.d.comb += regs.status_busy.eq(status_busy)
         counters = {}
         for reg, step in steps.items():
