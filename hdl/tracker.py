@@ -520,11 +520,17 @@ class Tracker(wiring.Component):
         # the step compares are made with both states and chosen after (the bypass is not on
         # the path from the entry through the compare into accept's lookahead)
         st_ram = data.View(g.step_layout(), ib_st[0])
-        st_cand = data.View(g.step_layout(), st_left)
+        # (the step cand leaves, st_left.cur_step, is its queue's step if cand steps back, else
+        # cand's own: the compares are made with both and chosen by cand_back after them, so each
+        # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
+        # the chain → wait_r was 9.80 ns in a board build)
+        nxt_back_c, nxt_new_c = Signal(), Signal()
+        m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
+                     nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
         nxt_back, nxt_new = Signal(), Signal()
-        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt.step < st_cand.cur_step,
+        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
                                      st_ram.started & (nxt.step < st_ram.cur_step))),
-                     nxt_new.eq(Mux(st_byp, nxt.step > st_cand.cur_step,
+                     nxt_new.eq(Mux(st_byp, nxt_new_c,
                                     st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
@@ -1109,8 +1115,12 @@ class Tracker(wiring.Component):
             # checked as the record enters this stage (r17, below), with this stage's own change
             res_ls, slot_ls, slot1h_ls = Signal(), Signal(g.sb), Signal(SQ)
             m.d.comb += [slot_src.eq(slot_ls), resident.eq(res_ls)]
+        # the position is pinned: compared as the record enters this stage (the compare's carry
+        # chain fed the order's column writes, r18 → pinned → col_x → the order RAM, 9.66 ns in a
+        # board build); the configuration is static while events flow, as for room_pre below
         pinned = Signal()
-        m.d.comb += pinned.eq(x.position < self.pinned)
+        with m.If(adv):
+            m.d.sync += pinned.eq(r[LS - 1].position < self.pinned)
 
         # -- victim (a miss with a full queue)
         free = Signal()
