@@ -574,6 +574,29 @@ async def test_forwarding_back_to_back(dut):
 
 
 @cocotb.test()
+async def test_step_errors_back_to_back(dut):
+    """Events of one queue back to back around a step error: the item behind an event that steps
+    back compares its step with the queue's step, which the error left unchanged, not with the
+    error's own step (accept takes cand's state as it leaves it). Each later event is again
+    backwards, at the queue's step or a new step; counters (step_errors, the read counts) and
+    every metadata word (t_last) through the model."""
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 3))
+    await env.start(latency=1)
+    env.dec_port.ready.value = 1
+
+    def ev(pos, step, head=0, write=0):
+        return ("event", {"layer": 1, "head": head, "position": pos, "write": write, "sample": 0x4000, "step": step})
+
+    await drive_records(dut, env, [ev(1, 100), ev(2, 100)])
+    await env.drain()
+    await drive_records(dut, env, [ev(3, 90), ev(4, 90), ev(5, 100), ev(1, 95), ev(2, 95, head=1), ev(6, 95),
+                                   ev(7, 101), ev(3, 99), ev(4, 101), ev(5, 102)])
+    await env.drain()
+    env.check()
+    assert int(dut.step_errors.value) == 5
+
+
+@cocotb.test()
 async def test_prefetch_forwarding_rule(dut):
     """Back to back on one queue: a read behind a prefetch insert of its entry at the same step
     forwards from it (no wait), at the next step it waits until the insert has retired; a
