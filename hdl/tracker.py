@@ -576,7 +576,7 @@ class Tracker(wiring.Component):
         retire = Signal()
         retire_tag = Signal(TB)
         room = Signal()
-        m.d.comb += room.eq(~clearing & room_r)
+        m.d.comb += room.eq(room_r)                           # (low while clearing: below)
         take_v = Signal()
         take_e = Signal()
         take_p = Signal()
@@ -738,17 +738,30 @@ class Tracker(wiring.Component):
         # per-entry terms (one_new, match_r, each entry's queue against cand's) were the board
         # top's critical path at 63db7ea (f_valid → 8 LUT levels → wait_r, 10.83 ns).
         m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest), m_a.eq(Mux(same_addr, one_new, m_n))]
-        # (the head's own terms, from its step-state read and compare, enter last)
-        nxt_starts = (nxt.src == SRC_E) & nxt_new
         pf_any, pf_adv = Signal(), Signal()
         m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
         # cand's event starts a new step of the head's queue: every match of the head (in that
         # queue) is then marked as stepped
         q_steps = sel_e & cand_new & (nxt.q == cand.q)
-        w_n = nxt_pe & ~nxt_bad & (pf_adv | (nxt_starts & pf_any))
-        # at cand's address the head's match is cand's new record: a prefetch insert (sel_p) at
-        # the queue's step, which the head waits behind only if the head starts a new step
-        w_a = nxt_pe & ~nxt_bad & Mux(same_addr, nxt_starts & sel_p, pf_adv | ((nxt_starts | q_steps) & pf_any))
+
+        def w_n_if(starts):             # the wait without an entry allocated, if the head starts a new step
+            return nxt_pe & ~nxt_bad & (pf_adv | (starts & pf_any))
+
+        def w_a_if(starts):             # ... with one: at cand's address the head's match is cand's new
+            # record, a prefetch insert (sel_p) at the queue's step, which the head waits behind
+            # only if the head starts a new step
+            return nxt_pe & ~nxt_bad & Mux(same_addr, starts & sel_p, pf_adv | ((starts | q_steps) & pf_any))
+        # The head's own terms enter last: whether it starts a new step (an event, nxt_new) is
+        # the step compare's carry chains, so each wait is made for both outcomes from the other
+        # terms and chosen by nxt_new in a cell (as plain logic nxt_new went in early: the chain
+        # → three LUT levels → wait_r was 9.63 ns in a board build)
+        nxt_e = nxt.src == SRC_E
+        w_n, w_a = Signal(), Signal()
+        for w, w_if, name in ((w_n, w_n_if, "w_n"), (w_a, w_a_if, "w_a")):
+            w_new, w_old = Signal(name=f"{name}_new"), Signal(name=f"{name}_old")
+            m.d.comb += [w_new.eq(w_if(nxt_e)), w_old.eq(w_if(0)),
+                         w.eq(lut4(m, platform, lambda new, w1, w0: w1 if new else w0, (nxt_new, w_new, w_old),
+                                   name=f"{name}_lut"))]
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
@@ -760,7 +773,12 @@ class Tracker(wiring.Component):
         with m.Else():
             m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
         # room after this cycle: fewer than D - 1 in flight (n_inflight + take - retire < D - 1)
-        m.d.sync += room_r.eq(Mux(grows, n_inflight < D - 2, Mux(shrinks, n_inflight < D, n_inflight < D - 1)))
+        # (and not clearing after this cycle: ~clearing & room_r in front of accept's take was a
+        # LUT level on the path into the input FIFO's enables, 9.28 ns in a board build)
+        clearing_next = Signal()
+        m.d.comb += clearing_next.eq(clearing & (clear_q != g.n_queues - 1))
+        m.d.sync += room_r.eq(~clearing_next & Mux(grows, n_inflight < D - 2,
+                                                   Mux(shrinks, n_inflight < D, n_inflight < D - 1)))
 
         # metadata words into the response FIFO (room is guaranteed by the in-flight limit)
         m.d.comb += [self.meta_rd_data.ready.eq(1), rsp_w.addr.eq(rsp_wp[:TB]),
@@ -1705,8 +1723,15 @@ class Tracker(wiring.Component):
             # unless this record reports a victim, and its slot is the victim's index ORed with
             # the other cases' slot (first is all zeros without an evictable slot, where both
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
-            ev_victim = Signal(attrs={"keep": 1})   # this record's decision reports the victim
-            m.d.comb += ev_victim.eq(evicting & ~err & ~x.lk)
+            # ev_victim: this record's decision reports the victim. Its record-kind terms are
+            # registered as the record enters the stage, so ev_victim is one LUT of registers and
+            # each position's zeroing one LUT with it (kept, ev_victim was two LUT levels and a
+            # route in front of the zeroing: r18 → ev_victim → the AND-OR → out, 9.61 ns)
+            ev_kind_ok = Signal()                   # == ~err & ~x.lk
+            with m.If(adv):
+                m.d.sync += ev_kind_ok.eq((r[LS - 1].kind != K_ERROR) & ~r[LS - 1].lk)
+            ev_victim = Signal()
+            m.d.comb += ev_victim.eq(evicting & ev_kind_ok)
             # Each late bit is an AND-OR of cells (and_or_lut4) over first_o and a value zeroed
             # from registers, ORed into the output register's input by synthesis (plain logic
             # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
