@@ -738,30 +738,17 @@ class Tracker(wiring.Component):
         # per-entry terms (one_new, match_r, each entry's queue against cand's) were the board
         # top's critical path at 63db7ea (f_valid → 8 LUT levels → wait_r, 10.83 ns).
         m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest), m_a.eq(Mux(same_addr, one_new, m_n))]
+        # (the head's own terms, from its step-state read and compare, enter last)
+        nxt_starts = (nxt.src == SRC_E) & nxt_new
         pf_any, pf_adv = Signal(), Signal()
         m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
         # cand's event starts a new step of the head's queue: every match of the head (in that
         # queue) is then marked as stepped
         q_steps = sel_e & cand_new & (nxt.q == cand.q)
-
-        def w_n_if(starts):             # the wait without an entry allocated, if the head starts a new step
-            return nxt_pe & ~nxt_bad & (pf_adv | (starts & pf_any))
-
-        def w_a_if(starts):             # ... with one: at cand's address the head's match is cand's new
-            # record, a prefetch insert (sel_p) at the queue's step, which the head waits behind
-            # only if the head starts a new step
-            return nxt_pe & ~nxt_bad & Mux(same_addr, starts & sel_p, pf_adv | ((starts | q_steps) & pf_any))
-        # The head's own terms enter last: whether it starts a new step (an event, nxt_new) is
-        # the step compare's carry chains, so each wait is made for both outcomes from the other
-        # terms and chosen by nxt_new in a cell (as plain logic nxt_new went in early: the chain
-        # → three LUT levels → wait_r was 9.63 ns in a board build)
-        nxt_e = nxt.src == SRC_E
-        w_n, w_a = Signal(), Signal()
-        for w, w_if, name in ((w_n, w_n_if, "w_n"), (w_a, w_a_if, "w_a")):
-            w_new, w_old = Signal(name=f"{name}_new"), Signal(name=f"{name}_old")
-            m.d.comb += [w_new.eq(w_if(nxt_e)), w_old.eq(w_if(0)),
-                         w.eq(lut4(m, platform, lambda new, w1, w0: w1 if new else w0, (nxt_new, w_new, w_old),
-                                   name=f"{name}_lut"))]
+        w_n = nxt_pe & ~nxt_bad & (pf_adv | (nxt_starts & pf_any))
+        # at cand's address the head's match is cand's new record: a prefetch insert (sel_p) at
+        # the queue's step, which the head waits behind only if the head starts a new step
+        w_a = nxt_pe & ~nxt_bad & Mux(same_addr, nxt_starts & sel_p, pf_adv | ((nxt_starts | q_steps) & pf_any))
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
@@ -1089,6 +1076,7 @@ class Tracker(wiring.Component):
             q_pre = r[LS - 1].q
             q_pre2 = r[LS - 2].q
             m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre2)]
+            ls_word = data.View(self._mlist_layout(), ls_rd.data)   # r17's queue's list word, as read
             snap_ls = Signal(self._mlist_layout())
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
@@ -1489,7 +1477,7 @@ class Tracker(wiring.Component):
                     # within the SQ bits (SQ a power of two; else a count of SQ is all zeros)
                     free1h.eq(Mux(same_pre, Mux(do_free, free1h.rotate_left(1) if SQ == 1 << g.sb
                                                 else (free1h << 1)[:SQ], free1h),
-                                  Const(1, SQ) << data.View(self._mlist_layout(), ls_rd.data).nres[:g.sb])),
+                                  Const(1, SQ) << ls_word.nres[:g.sb])),
                     mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
@@ -1632,7 +1620,7 @@ class Tracker(wiring.Component):
             # which is then empty unless it held two slots or more). Without this stage's change
             # (another queue, or nothing placed) it is the RAM's word. (This stage's queue's word
             # in the RAM is this stage's own before its change: lst is the RAM's lst when same_pre.)
-            rd_lst = data.View(self._mlist_layout(), ls_rd.data).lst
+            rd_lst = ls_word.lst
             rd_any, rd_two = Signal(), Signal()
             any_two = _any_and_two([rd_lst[i] for i in range(SQ)])
             m.d.comb += [rd_any.eq(any_two[0]), rd_two.eq(any_two[1])]
