@@ -524,6 +524,16 @@ class Controller(wiring.Component):
         def in_use(reg, built):
             """A geometry register: 0 is the built value; above it saturates to built + 1 (refused)."""
             return Mux(reg == 0, built, Mux(reg > built, built + 1, reg))
+        # the geometry's clamps registered (the clamp's compares and the decode's n - 1 were one
+        # path: r_hdm_positions → in_use → e_npm1, 9.37 ns at 0f14eae). The decode's check
+        # then settles four cycles after the write, still before a read that follows the write
+        # samples STATUS (the write's BRESP, the read's address, its decode: STATUS.hdm_cfg_error
+        # is sampled in the fourth cycle; tests/test_controller.py reads it right after a write)
+        m.d.sync += [
+            hdm.n_layers.eq(in_use(regs.hdm_geometry_n_layers, g.n_layers)),
+            hdm.n_kv_heads.eq(in_use(regs.hdm_geometry_n_kv_heads, g.n_kv_heads)),
+            hdm.n_positions.eq(in_use(regs.hdm_positions_n_positions, g.n_positions)),
+        ]
         m.d.comb += [
             regs.caps_hdm.eq(1),
             hdm.base.eq(Cat(regs.hdm_base_lo_value, regs.hdm_base_hi_value)),
@@ -531,9 +541,6 @@ class Controller(wiring.Component):
             hdm.entry_shift.eq(regs.hdm_layout_entry_shift),
             hdm.pos_shift.eq(regs.hdm_layout_pos_shift),
             hdm.head_shift.eq(regs.hdm_layout_head_shift),
-            hdm.n_layers.eq(in_use(regs.hdm_geometry_n_layers, g.n_layers)),
-            hdm.n_kv_heads.eq(in_use(regs.hdm_geometry_n_kv_heads, g.n_kv_heads)),
-            hdm.n_positions.eq(in_use(regs.hdm_positions_n_positions, g.n_positions)),
             hdm.default_sample.eq(regs.hint_default_sample),
             regs.status_hdm_cfg_error.eq(hdm.cfg_error),
             regs.hdm_step_step.eq(hdm.step),
