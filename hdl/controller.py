@@ -658,12 +658,15 @@ class Controller(wiring.Component):
             push.eq(dec_fire & dec.payload.victim_valid),
             queue.eq(dec.payload.layer * g.n_kv_heads + dec.payload.head),
             regs.coldlist_head_index.eq(head),
-            cold_wr.addr.eq(head),
-            cold_wr.data.eq(Cat(seq, dec.payload.victim[:g.pb], queue)),
-            cold_wr.en.eq(push & ~full),
             regs.irq_status_coldlist_overflow_set.eq(push & full),
             regs.irq_status_coldlist_fill_set.eq(push & ~full & (pending_p1 >= regs.coldlist_threshold_entries)),
         ]
+        # the RAM's write registered: a cycle after head moves on (the host reads COLDLIST_HEAD,
+        # then the entries, each a register read of several cycles: the write has landed by
+        # then). The full compare fanned out to the distributed RAM's write enables
+        # (head_p1 → full → the WREs was 8.70 ns at 0f14eae)
+        m.d.sync += [cold_wr.addr.eq(head), cold_wr.data.eq(Cat(seq, dec.payload.victim[:g.pb], queue)),
+                     cold_wr.en.eq(push & ~full)]
         drops = Signal(COUNTER_WIDTH)
         with m.If(push):
             m.d.sync += seq.eq(seq + 1)
