@@ -116,10 +116,14 @@ class TrackerMemory(wiring.Component):
         g = self.geom
         depth = g.n_queues * g.n_positions          # address {queue, position} < depth
         clr = Signal(range(depth + 1))
-        clearing = Signal()
-        m.d.comb += [clearing.eq(clr < depth), self.busy.eq(clearing)]
+        # a register (clr < depth as a compare was in front of the read channel's ready, and so
+        # of the tracker's accept)
+        clearing = Signal(init=1)
+        m.d.comb += self.busy.eq(clearing)
         with m.If(clearing):
             m.d.sync += clr.eq(clr + 1)
+            with m.If(clr == depth - 1):
+                m.d.sync += clearing.eq(0)
 
         # Two stages: s1, the RAM read (its answer in ram_q, held until s1 moves on); s2, the answer
         # registered again (``q``) on resp. s1 moves on when s2 is empty or being taken.
