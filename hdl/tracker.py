@@ -1701,6 +1701,7 @@ class Tracker(wiring.Component):
         o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
                     slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
         late = None                     # the decision's fields ORed in after the kind's choice
+        late_cells = {}                 # ... per bit of the decision: the cell outputs ORed in
         if self.select == "ring":
             ev_victim_pos, ev_slot = Mux(do_evict, vic_pos, 0), Mux(no_victim, 0, s_ins)
             vr_victim = Mux(vr_answers, vic_pos, 0)
@@ -1731,18 +1732,22 @@ class Tracker(wiring.Component):
                                               f"{name}{b}")).any()
                              for b in range(len(values[0]))])
             # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
-            ev_slot_late = Cat(*[Cat(*and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
-                                                  f"ev_slot_or{b}")).any()
-                                 for b in range(g.sb)])
-            late = pack(dl, victim=late_bits([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or"),
-                        slot=ev_slot_late)
+            vic_cells = [and_or_lut4(m, platform, [(first_o[i], Mux(ev_victim, p, 0)[b]) for i, p in enumerate(mpos)],
+                                     f"ev_victim_or{b}") for b in range(g.pb)]
+            slot_cells = [and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
+                                      f"ev_slot_or{b}") for b in range(g.sb)]
+            late = pack(dl, victim=Cat(*[Cat(*c).any() for c in vic_cells]),
+                        slot=Cat(*[Cat(*c).any() for c in slot_cells]))
+            late_cells = {**{dl["victim"].offset + b: c for b, c in enumerate(vic_cells)},
+                          **{dl["slot"].offset + b: c for b, c in enumerate(slot_cells)}}
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
             vr_victim = late_bits([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or")
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
-        new_out = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+        new_out_base = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
+        new_out = new_out_base
         if late is not None:
             new_out = new_out | late
         new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
@@ -1751,10 +1756,28 @@ class Tracker(wiring.Component):
                         victim=vr_victim)
         with m.If(load_head):
             m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
-                         out_noop.eq(pf_noop | x.lk), out.eq(new_out), vout.eq(new_vout)]
+                         out_noop.eq(pf_noop | x.lk), vout.eq(new_vout)]
         with m.Elif(from_skid):
             m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
-                         out_noop.eq(sk_noop), out.eq(sk_out), vout.eq(sk_vout)]
+                         out_noop.eq(sk_noop), vout.eq(sk_vout)]
+        if not late_cells:
+            with m.If(load_head):
+                m.d.sync += out.eq(new_out)
+            with m.Elif(from_skid):
+                m.d.sync += out.eq(sk_out)
+        else:
+            # the late bits' cells into one LUT each with the rest of the output's choice, made
+            # first (out_rest): as `load_head ? base | late : hold` synthesis put two LUT levels
+            # behind the cells (first_o → the victim's cells → out, 9.58 ns, the worst path of a board
+            # build at 443a176)
+            out_bits = out.as_value()
+            out_rest = Signal(len(out_bits), attrs={"keep": 1})
+            m.d.comb += out_rest.eq(Mux(load_head, new_out_base, Mux(from_skid, sk_out.as_value(), out_bits)))
+            out_next = Cat(*[lut4(m, platform, lambda c0, c1, ld, e: e or (ld and (c0 or c1)),
+                                  (late_cells[k][0], late_cells[k][1] if len(late_cells[k]) > 1 else Const(0, 1),
+                                   load_head, out_rest[k]), name=f"out_late{k}")
+                             if k in late_cells else out_rest[k] for k in range(len(out_bits))])
+            m.d.sync += out.eq(out_next)
         # the skid register's content copies the stage while the register is empty (unused then),
         # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
         with m.If(adv6):
