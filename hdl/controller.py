@@ -160,7 +160,8 @@ class TrackerMemory(wiring.Component):
 
         def hi(a):                                  # the bank
             return a[bb:] if len(a) > bb else Const(0, 1)
-        bank_of = Signal(range(n_banks))           # the bank of s1's read
+        # the bank of s1's read, and of s2's (none with one bank: a 0-bit register lints as [-1:0])
+        bank_of = Signal(range(n_banks)) if n_banks > 1 else None
         waddr = Signal(range(depth))
         wdata = Signal(META_BITS)
         m.d.comb += [waddr.eq(Mux(clearing, clr, wreq.payload.addr)),
@@ -184,13 +185,16 @@ class TrackerMemory(wiring.Component):
         fwd1 = Signal()                             # s1's read met a write to its word when accepted
         fdata1 = Signal(META_BITS)
         with m.If(rd_take):
-            m.d.sync += [fwd1.eq((clearing | wr_take) & (waddr == req.payload.addr)), fdata1.eq(wdata),
-                         bank_of.eq(hi(req.payload.addr))]
+            m.d.sync += [fwd1.eq((clearing | wr_take) & (waddr == req.payload.addr)), fdata1.eq(wdata)]
+            if bank_of is not None:
+                m.d.sync += bank_of.eq(hi(req.payload.addr))
         fwd2 = Signal()
         fdata2 = Signal(META_BITS)
-        bank2 = Signal.like(bank_of)
+        bank2 = Signal.like(bank_of) if bank_of is not None else None
         with m.If(adv2):
-            m.d.sync += [fwd2.eq(fwd1), fdata2.eq(fdata1), bank2.eq(bank_of)]
+            m.d.sync += [fwd2.eq(fwd1), fdata2.eq(fdata1)]
+            if bank2 is not None:
+                m.d.sync += bank2.eq(bank_of)
         q_bank = qs[0]
         for k in range(1, n_banks):
             q_bank = Mux(bank2 == k, qs[k], q_bank)
