@@ -30,13 +30,14 @@ class WrongBankReads(wiring.Component):
 
     def __init__(self, bank_depth):
         self.inner = _memory(bank_depth)
+        self.geom = self.inner.geom
         self.bank_depth = bank_depth
         super().__init__(self.inner.signature)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.inner = inner = self.inner
-        depth = inner.geom.n_queues * inner.geom.n_positions
+        depth = self.geom.n_queues * self.geom.n_positions
         wiring.connect(m, wiring.flipped(self.meta_wr), inner.meta_wr)
         wiring.connect(m, inner.meta_rd_data, wiring.flipped(self.meta_rd_data))
         m.d.comb += [inner.meta_rd.valid.eq(self.meta_rd.valid), self.meta_rd.ready.eq(inner.meta_rd.ready),
@@ -48,8 +49,7 @@ class WrongBankReads(wiring.Component):
 def run_random(dut, n_cycles=3000, seed=1, p_read=0.6, p_write=0.5, p_ready=0.7):
     """Returns (answers, expected): the words the memory answered and the scoreboard's, in order."""
     rng = random.Random(seed)
-    depth = dut.inner.geom.n_queues * dut.inner.geom.n_positions if isinstance(dut, WrongBankReads) \
-        else dut.geom.n_queues * dut.geom.n_positions
+    depth = dut.geom.n_queues * dut.geom.n_positions
     # a few hot words, so reads meet writes to their word in the same and the next cycles
     hot = [rng.randrange(depth) for _ in range(6)]
     model = [0] * depth
