@@ -161,12 +161,14 @@ class ScoringPipeline(wiring.Component):
         alpha_in = Signal(M.ALPHA_BITS)
         tau_in = Signal(TAU_IN_BITS)
         alpha_eff = Signal(M.ALPHA_BITS)
+        tau_clamped = Signal(TAU_EFF_BITS)
         tau_eff = Signal(TAU_EFF_BITS)
         cfg_changed = Signal()
+        m.d.comb += tau_clamped.eq(Mux(self.tau < M.TAU_MIN, M.TAU_MIN, Mux(self.tau > M.TAU_MAX, M.TAU_MAX, self.tau)))
         m.d.sync += [
             alpha_in.eq(self.alpha), tau_in.eq(self.tau),
             alpha_eff.eq(Mux(self.alpha == 0, 1, self.alpha)),
-            tau_eff.eq(Mux(self.tau < M.TAU_MIN, M.TAU_MIN, Mux(self.tau > M.TAU_MAX, M.TAU_MAX, self.tau))),
+            tau_eff.eq(tau_clamped),
             self.cfg_error.eq((self.alpha == 0) | (self.tau < M.TAU_MIN) | (self.tau > M.TAU_MAX)),
         ]
         m.d.comb += cfg_changed.eq((alpha_in != self.alpha) | (tau_in != self.tau))
@@ -175,17 +177,25 @@ class ScoringPipeline(wiring.Component):
         tau_loaded = Signal(TAU_EFF_BITS)          # 0 at reset: never a valid tau
         tau_pending = Signal(TAU_EFF_BITS)
         stale = Signal()
+        was_busy = Signal()
+        loading = Signal()                         # the divider's result is loaded this cycle
+        # The divider starts from a register (stale_r: tau_eff differs from the tau loaded by the
+        # end of this cycle), as the controller's does: the inputs' compares and the clamp are off
+        # the divider's enables (input -> cfg_changed -> start -> enables was this block's
+        # critical path, 8.37 ns). A tau change starts it a cycle later; busy covers that cycle.
+        stale_r = Signal()
         m.d.comb += [
             stale.eq(tau_eff != tau_loaded),
+            loading.eq(was_busy & ~div.busy),
             div.tau.eq(tau_eff),
-            div.start.eq(stale & ~div.busy & ~cfg_changed),
+            div.start.eq(stale_r & ~div.busy & ~loading),
             self.busy.eq(stale | div.busy | cfg_changed),
         ]
+        m.d.sync += stale_r.eq(tau_clamped != Mux(loading, tau_pending, tau_loaded))
         with m.If(div.start):
             m.d.sync += tau_pending.eq(tau_eff)
-        was_busy = Signal()
         m.d.sync += was_busy.eq(div.busy)
-        with m.If(was_busy & ~div.busy):
+        with m.If(loading):
             m.d.sync += tau_loaded.eq(tau_pending)
 
         # -- pipeline control: every stage moves when the output register is empty or read
