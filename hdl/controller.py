@@ -164,8 +164,9 @@ class TrackerMemory(wiring.Component):
         bank_of = Signal(range(n_banks)) if n_banks > 1 else None
         waddr = Signal(range(depth))
         wdata = Signal(META_BITS)
+        writing = Signal()                          # the RAM takes waddr/wdata this cycle
         m.d.comb += [waddr.eq(Mux(clearing, clr, wreq.payload.addr)),
-                     wdata.eq(Mux(clearing, 0, wreq.payload.wdata))]
+                     wdata.eq(Mux(clearing, 0, wreq.payload.wdata)), writing.eq(clearing | wr_take)]
         qs = []
         for k in range(n_banks):
             bank_depth = min(self.BANK_DEPTH, depth - k * self.BANK_DEPTH)
@@ -179,13 +180,13 @@ class TrackerMemory(wiring.Component):
             with m.If(adv2):
                 m.d.sync += q.eq(ram_q)
             m.d.comb += [wr.addr.eq(lo(waddr)), wr.data.eq(wdata),
-                         wr.en.eq((clearing | wr_take) & (hi(waddr) == k)),
+                         wr.en.eq(writing & (hi(waddr) == k)),
                          rd.addr.eq(lo(req.payload.addr))]
             qs.append(q)
         fwd1 = Signal()                             # s1's read met a write to its word when accepted
         fdata1 = Signal(META_BITS)
         with m.If(rd_take):
-            m.d.sync += [fwd1.eq((clearing | wr_take) & (waddr == req.payload.addr)), fdata1.eq(wdata)]
+            m.d.sync += [fwd1.eq(writing & (waddr == req.payload.addr)), fdata1.eq(wdata)]
             if bank_of is not None:
                 m.d.sync += bank_of.eq(hi(req.payload.addr))
         fwd2 = Signal()
@@ -399,8 +400,11 @@ class Controller(wiring.Component):
         n_pos = g.n_positions
         budget, pins = regs.queue_budget_entries, regs.pins_first_n
         # the deadline ring's configuration, and its copies as its check (below) goes on
-        cfg_now = Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits)
-        cfg_1, cfg_2, cfg_3, cfg_seen = (Signal.like(cfg_now) for _ in range(4))
+        ring_cfg = data.StructLayout({"tln_r": len(regs.tln_r_value), "tln_d": len(regs.tln_d_value),
+                                      "bucket_bits": len(regs.hw_bucket_bits)})
+        cfg_now = Signal(ring_cfg)
+        m.d.comb += cfg_now.eq(Cat(regs.tln_r_value, regs.tln_d_value, regs.hw_bucket_bits))
+        cfg_1, cfg_2, cfg_3, cfg_seen = (Signal(ring_cfg, name=f"cfg_{n}") for n in ("1", "2", "3", "seen"))
         # The tracker's configuration inputs are registered here, a cycle after the register
         # block's: the clamps and the route from the register block are off the tracker's
         # paths (on the board, QUEUE_BUDGET's clamp was in front of the step state's `dense`
@@ -413,9 +417,7 @@ class Controller(wiring.Component):
             trk.alpha.eq(regs.alpha_value),
             # (TLN_R, TLN_D and HW_BUCKET a cycle later still, from cfg_1 below: the events close
             # on their check a cycle later too, see read_hold)
-            trk.tln_r.eq(cfg_1[:len(regs.tln_r_value)]),
-            trk.tln_d.eq(cfg_1[len(regs.tln_r_value):][:len(regs.tln_d_value)]),
-            trk.bucket_bits.eq(cfg_1[len(regs.tln_r_value) + len(regs.tln_d_value):]),
+            trk.tln_r.eq(cfg_1.tln_r), trk.tln_d.eq(cfg_1.tln_d), trk.bucket_bits.eq(cfg_1.bucket_bits),
             trk.write_sample.eq(regs.hw_sample_write_sample),
             trk.read_credit.eq(regs.hw_sample_read_credit),
             trk.decode_lock.eq(regs.control_decode_lock.replicate(g.n_queues)),
@@ -458,7 +460,7 @@ class Controller(wiring.Component):
         read_hold = Signal()
         m.d.sync += read_hold.eq(ring_stale)
         m.d.comb += [
-            ring_stale.eq(cfg_now != cfg_seen),
+            ring_stale.eq(cfg_now.as_value() != cfg_seen.as_value()),
             ring_error.eq(ring_bad | (trk.budget > self.max_budget)),
             regs.status_ring_error.eq(ring_error),
             regs.read_hold.eq(read_hold),

@@ -1726,23 +1726,23 @@ class Tracker(wiring.Component):
             # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
 
-            def late_bits(values, name):
-                """The bits of values[i] for first_o's slot i, each as cell outputs ORed."""
-                return Cat(*[Cat(*and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)],
-                                              f"{name}{b}")).any()
-                             for b in range(len(values[0]))])
+            def late_cells_of(values, name):
+                """Per bit b of values[i] (first_o's slot i), the cell outputs whose OR is the bit."""
+                return [and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)], f"{name}{b}")
+                        for b in range(len(values[0]))]
+
+            def ored(cells):
+                return Cat(*[Cat(*c).any() for c in cells])
             # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
-            vic_cells = [and_or_lut4(m, platform, [(first_o[i], Mux(ev_victim, p, 0)[b]) for i, p in enumerate(mpos)],
-                                     f"ev_victim_or{b}") for b in range(g.pb)]
+            vic_cells = late_cells_of([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or")
             slot_cells = [and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
                                       f"ev_slot_or{b}") for b in range(g.sb)]
-            late = pack(dl, victim=Cat(*[Cat(*c).any() for c in vic_cells]),
-                        slot=Cat(*[Cat(*c).any() for c in slot_cells]))
+            late = pack(dl, victim=ored(vic_cells), slot=ored(slot_cells))
             late_cells = {**{dl["victim"].offset + b: c for b, c in enumerate(vic_cells)},
                           **{dl["slot"].offset + b: c for b, c in enumerate(slot_cells)}}
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_victim = late_bits([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or")
+            vr_victim = ored(late_cells_of([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or"))
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
