@@ -500,7 +500,6 @@ class Tracker(wiring.Component):
         nxt = ib[0]                                           # the FIFO's head (a register: it shifts)
         load_c = Signal()
         m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
-        nxt_addr = Cat(nxt.position, nxt.q)
         # The step stage (per queue): an event's step state is written while it is in cand (from
         # cand's registers: the read, the compare and the increment are in different cycles).
         # Items enter cand in order and each is taken, so that is the order of accept. The state
@@ -514,8 +513,7 @@ class Tracker(wiring.Component):
         cand_writes = Signal()
         ib_st = [Signal(g.step_layout(), name=f"ib_st{i}") for i in range(2)]
         m.d.comb += st_rd.addr.eq(pre.q)
-        st_byp = Signal()                                     # the head takes cand's state
-        m.d.comb += st_byp.eq(cand_writes & (cand.q == nxt.q))
+        st_byp = Signal()                                     # the head takes cand's state (below)
         st_nxt = data.View(g.step_layout(), Mux(st_byp, st_left, ib_st[0]))
         # the step compares are made with both states and chosen after (the bypass is not on
         # the path from the entry through the compare into accept's lookahead)
@@ -555,22 +553,38 @@ class Tracker(wiring.Component):
             m.d.sync += ib[0].eq(ib[1])
         with m.If(wr1):
             m.d.sync += ib[1].eq(pre)
+        # The entering item's (pre) and the waiting items' (ib[0], ib[1]) equalities with cand,
+        # of the address and of the queue, are registers kept up to date as the four move (each
+        # next value from a compare of registers, or of the chosen input, chosen by the moves):
+        # the compares are off the paths into the FIFO's address compares (eq_in, eq_hold), the
+        # step state's snoop and bypass, and accept's lookahead (same_addr, q_steps). The
+        # compares against cand were in front of ib_eq (9.60 ns, the board build of d4a6d9a).
+        def cand_eqs(field, name):
+            f_in, f_pre, f_ib0, f_ib1, f_cand = field(in_item), field(pre), field(ib[0]), field(ib[1]), field(cand)
+            e_pre, e_ib0, e_ib1 = (Signal(name=f"{name}_{n}", init=1) for n in ("pre", "ib0", "ib1"))
+            e_p0, e_10 = f_pre == f_ib0, f_ib1 == f_ib0        # (cand' is ib[0] when cand is loaded)
+            m.d.sync += [e_pre.eq(Mux(in_fire, Mux(load_c, f_in == f_ib0, f_in == f_cand), Mux(load_c, e_p0, e_pre))),
+                         e_ib0.eq(Mux(wr0, Mux(load_c, e_p0, e_pre), Mux(shift, e_10, load_c | e_ib0))),
+                         e_ib1.eq(Mux(wr1, e_pre, Mux(load_c, e_10, e_ib1)))]
+            return e_pre, e_ib0, e_ib1
+        a_pre, a_ib0, a_ib1 = cand_eqs(lambda it: Cat(it.position, it.q), "cand_addr_eq")
+        q_pre, q_ib0, q_ib1 = cand_eqs(lambda it: it.q, "cand_q_eq")
+        m.d.comb += st_byp.eq(cand_writes & q_ib0)
         # an entering item's address against the in-flight addresses; an entry accept allocates in
         # this cycle takes cand's address (f_addr is written then), also for the items waiting
         in_addr = Cat(pre.position, pre.q)
-        cand_addr = Cat(cand.position, cand.q)
-        eq_in = Cat(*[Mux(f_alloc & (new_tag == i), in_addr == cand_addr, f_addr[i] == in_addr) for i in range(D)])
-        eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), Cat(ib[k].position, ib[k].q) == cand_addr, ib_eq[k][i])
-                         for i in range(D)]) for k in range(2)]
+        eq_in = Cat(*[Mux(f_alloc & (new_tag == i), a_pre, f_addr[i] == in_addr) for i in range(D)])
+        eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), a_ib, ib_eq[k][i]) for i in range(D)])
+                   for k, a_ib in enumerate((a_ib0, a_ib1))]
         m.d.sync += [ib_eq[0].eq(Mux(wr0, eq_in, Mux(shift, eq_hold[1], eq_hold[0]))),
                      ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
         m.d.sync += ib_n.eq(ib_n + pre_move - load_c)
         # the entries' step states: the RAM's as an item enters, cand's write of the cycle taken
-        def st_snoop(q, st_old):
-            return Mux(cand_writes & (cand.q == q), st_left, st_old)
-        st_in = st_snoop(pre.q, st_rd.data)
-        m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(ib[1].q, ib_st[1]), st_snoop(nxt.q, ib_st[0])))),
-                     ib_st[1].eq(Mux(wr1, st_in, st_snoop(ib[1].q, ib_st[1])))]
+        def st_snoop(same_q, st_old):
+            return Mux(cand_writes & same_q, st_left, st_old)
+        st_in = st_snoop(q_pre, st_rd.data)
+        m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(q_ib1, ib_st[1]), st_snoop(q_ib0, ib_st[0])))),
+                     ib_st[1].eq(Mux(wr1, st_in, st_snoop(q_ib1, ib_st[1])))]
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
@@ -725,7 +739,7 @@ class Tracker(wiring.Component):
         nxt_eq = Signal(D)
         m.d.comb += nxt_eq.eq(ib_eq[0])
         same_addr = Signal()                                  # the head's address is cand's
-        m.d.comb += same_addr.eq(nxt_addr == cand_addr)
+        m.d.comb += same_addr.eq(a_ib0)
         nxt_pe = (nxt.src == SRC_P) | (nxt.src == SRC_E)
         every = Const((1 << D) - 1, D)
         m_n, m_a = Signal(D), Signal(D)
@@ -744,7 +758,7 @@ class Tracker(wiring.Component):
         m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
         # cand's event starts a new step of the head's queue: every match of the head (in that
         # queue) is then marked as stepped
-        q_steps = sel_e & cand_new & (nxt.q == cand.q)
+        q_steps = sel_e & cand_new & q_ib0
         w_n = nxt_pe & ~nxt_bad & (pf_adv | (nxt_starts & pf_any))
         # at cand's address the head's match is cand's new record: a prefetch insert (sel_p) at
         # the queue's step, which the head waits behind only if the head starts a new step
