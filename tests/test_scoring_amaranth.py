@@ -67,3 +67,30 @@ def test_pipeline_matches_model_with_backpressure():
     sim.run_until(1e-8 * 20_000)
     assert len(actual) == len(events)
     assert actual == expected
+
+
+def test_tau_change_runs_the_divider_once():
+    """After a τ change the input stalls for one divider run (2 cycles per quotient bit, then up to
+    21 to normalise, and the cycles around it), not two: the divider must not start again in the
+    cycle its result is loaded (it did until the start came from a register, doubling the stall)."""
+    dut = ScoringPipeline(id_width=8)
+    one_run = 2 * M.RATE_BITS + 21
+    stalls = []
+
+    async def bench(ctx):
+        ctx.set(dut.alpha, 0x1000)
+        for tau in (1000, 3, M.TAU_MAX, 1000):
+            ctx.set(dut.tau, tau)
+            await ctx.tick()
+            busy = 0
+            while ctx.get(dut.busy):
+                busy += 1
+                await ctx.tick()
+            stalls.append(busy)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run_until(1e-8 * 5_000)
+    assert len(stalls) == 4, stalls
+    assert all(2 * M.RATE_BITS <= s <= one_run + 4 for s in stalls), f"busy cycles per tau change: {stalls}"
