@@ -360,17 +360,9 @@ class Controller(wiring.Component):
                      regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
         # CONTROL.enable = 0 holds the tracker (and its memory sweep) in reset: a replay starts
-        # from the empty state the policy model starts from. The reset (held) is a register, so
-        # it reaches the blocks' flip-flops from a flip-flop: ~CONTROL.enable through a LUT into
-        # the reset of every block below was a path of up to 9 ns on the board (1,624 endpoints
-        # beyond 8 ns in one build). The blocks so enter and leave reset a cycle after the
-        # write; their inputs (enabled) close with the write and open with the reset's end, so
-        # nothing is taken in the cycle between.
-        held = Signal(init=1)
-        enabled = Signal()
-        m.d.sync += held.eq(~regs.control_enable)
-        m.d.comb += enabled.eq(regs.control_enable & ~held)
-        self._enabled = enabled
+        # from the empty state the policy model starts from
+        held = Signal()
+        m.d.comb += held.eq(~regs.control_enable)
         m.submodules.tracker = ResetInserter(held)(trk)
         mem_busy = Const(0, 1)
         if self.placement == "onchip":
@@ -481,12 +473,12 @@ class Controller(wiring.Component):
         open_ = Signal()
         cfg_open = Signal()
         m.d.sync += cfg_open.eq(~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~read_hold)
-        m.d.comb += open_.eq(enabled & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
+        m.d.comb += open_.eq(regs.control_enable & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
         hdm = self._new_hdm()
         m.submodules.hdm = ResetInserter(held)(hdm)
-        en = enabled
+        en = regs.control_enable
         if self.bisnoop:                              # the CXL.mem side feeds the data path (below)
             self._access = hdm.signature.members["access"].signature.flip().create(path=("bi_access",))
             self._host_wdata = stream.Signature(512).flip().create(path=("bi_wdata",))
@@ -1036,7 +1028,7 @@ class Controller(wiring.Component):
         n_lines = bisnoop_lines(g.n_layers, g.n_kv_heads, self.entries_log2, self.tier_lines)
         eng = BISnoopEngine(lines=n_lines, n_tags=self.bitags, park_depth=BI_PARK_DEPTH, data_width=8)
         m.submodules.bisnoop = ResetInserter(held)(eng)
-        en = self._enabled
+        en = regs.control_enable
         m.d.comb += [regs.caps_bisnoop.eq(1), eng.bi_id.eq(0),
                      eng.clear_status.eq(regs.control_counters_clear.replicate(MB.N_ERROR_KINDS))]
 
