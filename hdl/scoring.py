@@ -182,7 +182,9 @@ class ScoringPipeline(wiring.Component):
         # The divider starts from a register (stale_r: tau_eff differs from the tau loaded by the
         # end of this cycle), as the controller's does: the inputs' compares and the clamp are off
         # the divider's enables (input -> cfg_changed -> start -> enables was this block's
-        # critical path, 8.37 ns). A tau change starts it a cycle later; busy covers that cycle.
+        # critical path, 8.37 ns). stale_r equals the combinational stale in every cycle, so a tau
+        # change starts it when it did before; ~loading keeps it from starting again in the cycle
+        # its result is loaded (tau_loaded is updated only then: every tau change ran it twice).
         stale_r = Signal()
         m.d.comb += [
             stale.eq(tau_eff != tau_loaded),
