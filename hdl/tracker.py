@@ -376,21 +376,17 @@ class Tracker(wiring.Component):
         f_addr = [Signal(g.addr, name=f"f_addr{i}") for i in range(D)]
         f_step = [Signal(S.STEP_BITS, name=f"f_step{i}") for i in range(D)]
         f_ema = [Signal(S.SCORE_BITS, name=f"f_ema{i}") for i in range(D)]
-        f_slot = [Signal(g.sb, name=f"f_slot{i}") for i in range(D)]
+        # the slot each record leaves, by tag: written once per record (in the list stage) and read
+        # at one tag, so a distributed RAM (a register per entry cost 128 FFs and a 32-to-1
+        # multiplexer of LUTs); its content after a reset does not matter, f_valid is cleared
+        m.submodules.f_slot = f_slot = Memory(shape=g.sb, depth=D, init=[])
+        f_slot_wr = f_slot.write_port()
+        f_slot_rd = f_slot.read_port(domain="comb")
         # the EMA a record decays and its decay factor (for the records behind a prefetch insert)
         f_src = [Signal(S.SCORE_BITS, name=f"f_src{i}") for i in range(D)]
         f_e = [Signal(S.SCORE_BITS + 1, name=f"f_e{i}") for i in range(D)]
         f_pf = Signal(D)                           # the entry is a prefetch insert (forwards only to its own step)
         f_adv = Signal(D)                          # its queue's step has advanced since it was accepted
-
-        def f_read(arr, tag):
-            """``arr[tag]`` as a tree of 2-to-1 multiplexers, one tag bit per level (D is a power of
-            two): it maps onto the LUTs' wide multiplexers, where a case statement becomes a
-            decode and an OR of D terms."""
-            level = list(arr)
-            for b in range(TB):
-                level = [Mux(tag[b], level[k + 1], level[k]) for k in range(0, len(level), 2)]
-            return level[0]
 
         def f_write(onehot, *pairs):
             """Register each (array, value) of ``pairs`` into the entry ``onehot`` names (under the
@@ -1127,7 +1123,8 @@ class Tracker(wiring.Component):
         slot_src = Signal(g.sb)
         resident = Signal()
         if self.select == "ring":
-            m.d.comb += slot_src.eq(Mux(x.fwd, f_read(f_slot, x.fwd_tag), slot_m[LS]))
+            m.d.comb += [f_slot_rd.addr.eq(x.fwd_tag),
+                         slot_src.eq(Mux(x.fwd, f_slot_rd.data, slot_m[LS]))]
             pos_s = Signal(g.pb)            # the position in slot_src
             m.d.comb += [ps_rd_s.addr.eq(saddr(slot_src)), pos_s.eq(ps_rd_s.data)]
             m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
@@ -1547,8 +1544,7 @@ class Tracker(wiring.Component):
             m.d.comb += [slot1h_alt.eq(Mux(evicting, Mux(vic_any, 0, slot1h_ls),
                                            Mux(resident | ~free, slot1h_ls, free1h))),
                          slot1h_after.eq(Mux(evicting, first_r, 0) | slot1h_alt)]
-        with m.If(commit):
-            f_write(Const(1, D) << x.tag, (f_slot, slot_after))
+        m.d.comb += [f_slot_wr.addr.eq(x.tag), f_slot_wr.data.eq(slot_after), f_slot_wr.en.eq(commit)]
 
         if self.select == "matrix":
             # -- residency of the record entering this stage (from r17), registered: the slot its
@@ -1600,7 +1596,8 @@ class Tracker(wiring.Component):
             src_two = Signal()
             m.d.comb += src_two.eq(x_pre2.fwd & v[LS] & (x.tag == x_pre2.fwd_tag))
             slot_pre2 = Signal(g.sb)
-            m.d.comb += slot_pre2.eq(Mux(x_pre2.fwd, f_read(f_slot, x_pre2.fwd_tag), slot_m[LS - 2]))
+            m.d.comb += [f_slot_rd.addr.eq(x_pre2.fwd_tag),
+                         slot_pre2.eq(Mux(x_pre2.fwd, f_slot_rd.data, slot_m[LS - 2]))]
             with m.If(adv):
                 m.d.sync += [slot_pre.eq(Mux(src_two, slot_after, slot_pre2)),
                              slot1h_pre.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot_pre2))]
