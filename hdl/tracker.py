@@ -916,8 +916,7 @@ class Tracker(wiring.Component):
         # and it needs no wait (a read right behind its own prefetch is the common case).
         e_own = Signal(S.SCORE_BITS + 1)
         m.d.comb += e_own.eq(Mux(yi_big6, 0, e_word6 >> yi5_6))
-        pf_src = Signal()
-        m.d.comb += pf_src.eq(x5.fwd & x5.fwd_pf)
+        pf_src = Signal()               # x5.fwd & x5.fwd_pf (a register of its own, below)
         # The forwarding source's entry is read a stage early, by the record in r5, into
         # registers (fwd_src6, fwd_e6): the 32-to-1 read is off the path into the buffer's own
         # write. The buffer's writes in that cycle are taken instead of the entry (the only ones
@@ -928,8 +927,14 @@ class Tracker(wiring.Component):
         e5, src5 = Signal.like(e_val), Signal.like(src_ema)
         wr_src5 = Signal()              # the record in r6 writes its decay inputs
         wr_ema10 = Signal()             # the record in r10 writes its new EMA
-        m.d.comb += [wr_src5.eq(v[SRC_R - 1] & (x5.kind == K_EVENT)),
-                     wr_ema10.eq(v[EMA_W - 1] & (x10.kind == K_EVENT))]
+        m.d.comb += wr_ema10.eq(v[EMA_W - 1] & (x10.kind == K_EVENT))
+        # The forwarded factor's select and the write enable of the buffer's f_src and f_e (33
+        # loads a bit) are registers of their own, made as the record enters r6 (r6 and v move
+        # only on adv): from r6's fields, with their other loads, the select was behind a 2.3 ns
+        # route (the largest group of failing endpoints, 174 of 748, in one board build of
+        # bd957dd with f_slot a RAM). (A copy of r6.fwd alone would be merged back by synthesis.)
+        with m.If(adv):
+            m.d.sync += [pf_src.eq(x4.fwd & x4.fwd_pf), wr_src5.eq(v[SRC_R - 2] & (x4.kind == K_EVENT))]
         # The read's selects are registers too, made as the record enters r[SRC_R - 2] from the
         # tags one stage back (the stages move only together, on adv): the source's one-hot entry
         # (fwd_oh5) and the two bypass conditions. The tag's decode and compares, with their
