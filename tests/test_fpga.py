@@ -237,3 +237,58 @@ def test_led_stretch_holds_a_strobe_visible():
     # a pulse at 1 lights it a cycle later (the input is registered), the one at 3 restarts the
     # count: on for 5 cycles after the last
     assert trace == [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+
+
+# ---- seed sweeps (`seeds`): nextpnr stubbed by a script that logs the seed it was given
+
+def _seed_build(tmp_path, monkeypatch, fail_seed=None):
+    build = tmp_path / "b"
+    build.mkdir()
+    (build / "top.json").write_text("{}")
+    (build / "top.lpf").write_text("")
+    (build / "build_top.sh").write_text(
+        '#!/bin/sh\n"$YOSYS" -q -l top.rpt top.ys\n'
+        '"$NEXTPNR_ECP5" --quiet --placer-heap-timingweight 25 --sdf top.sdf --log top.tim --85k '
+        '--json top.json --lpf top.lpf --textcfg top.config --seed 9\n')
+    stub = tmp_path / "nextpnr"
+    # the stub checks it reads the build's netlist, then writes a log whose fmax is 100 + seed
+    stub.write_text(f"""#!{os.sys.executable}
+import sys
+from pathlib import Path
+a = sys.argv[1:]
+opt = {{a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("--")}}
+assert a.count("--seed") == 1 and Path(opt["--json"]).read_text() == "{{}}" and Path(opt["--lpf"]).exists(), a
+seed = int(opt["--seed"])
+if seed == {fail_seed}:
+    sys.exit(3)
+util = Path({str(SAMPLE)!r}).read_text()
+util = util[util.rindex("Device utilisation:"):].split("\\n\\n")[0]
+Path(opt["--log"]).write_text(f"Info: {{util}}\\n\\nInfo: Max frequency for clock 'clk': {{100 + seed:.2f}} MHz (FAIL at 125.00 MHz)\\n")
+""")
+    stub.chmod(0o755)
+    monkeypatch.setattr(fpga, "toolchain_env", lambda: {"NEXTPNR_ECP5": str(stub)})
+    return build
+
+
+def test_seed_sweep_runs_each_seed_on_the_builds_netlist(tmp_path, monkeypatch, capsys):
+    build = _seed_build(tmp_path, monkeypatch)
+    assert fpga.main(["seeds", str(build), "--seeds", "4", "2", "3"]) == 0
+    out = capsys.readouterr().out
+    # in the order asked, each from its own run (its own directory and log), the build's seed dropped
+    assert [line.split(":")[0] for line in out.splitlines()[:3]] == ["seed 4", "seed 2", "seed 3"]
+    assert "seed 4: 104.00 MHz (FAIL at 125.00 MHz)" in out and "seed 2: 102.00 MHz" in out
+    assert "min 102.00, mean 103.00, max 104.00 MHz" in out
+    assert all((build / f"seed{k}" / "top.tim").is_file() for k in (2, 3, 4))
+
+
+def test_seed_sweep_errors(tmp_path, monkeypatch, capsys):
+    build = _seed_build(tmp_path, monkeypatch, fail_seed=3)
+    assert fpga.main(["seeds", str(build), "--seeds", "2", "3"]) == 2
+    assert "nextpnr with --seed 3 failed (exit 3)" in capsys.readouterr().err
+    assert fpga.main(["seeds", str(build), "--seeds", "2", "2"]) == 2
+    assert "distinct positive" in capsys.readouterr().err
+    assert fpga.main(["seeds", str(tmp_path), "--seeds", "2"]) == 2
+    assert "top.json: no such file" in capsys.readouterr().err
+    (build / "build_top.sh").write_text("#!/bin/sh\n")
+    assert fpga.main(["seeds", str(build)]) == 2
+    assert "no nextpnr command" in capsys.readouterr().err
