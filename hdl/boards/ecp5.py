@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
@@ -160,7 +160,18 @@ class BoardTop(Elaboratable):
 
         m.submodules.button = button_buf = io.Buffer("i", platform.request(*board.reset_button, dir="-"))
         button = button_buf.i
-        m.submodules.reset_sync = ResetSynchronizer(~pll.locked | button, domain="sync")
+        # The synchroniser's flip-flops are reset asynchronously from the PLL lock and the button,
+        # so the placer keeps them near those pins, at the part's edge; the sync domain's reset,
+        # thousands of LSR pins, comes from one more flip-flop with no asynchronous input, which
+        # the placer is free to put among its loads (from the synchroniser itself, 3.7 ns of
+        # route to the first LUT, then the fan-out: the most frequent failing path of board builds
+        # at 125 MHz, up to 1,624 endpoints in one). It adds a cycle to reset's entry and exit.
+        m.domains.reset_sync = ClockDomain("reset_sync", local=True)
+        m.d.comb += ClockSignal("reset_sync").eq(pll.clk_out)
+        m.submodules.reset_sync = ResetSynchronizer(~pll.locked | button, domain="reset_sync")
+        reset_q = Signal(init=1, reset_less=True)
+        m.d.reset_sync += reset_q.eq(ResetSignal("reset_sync"))
+        m.d.comb += ResetSignal("sync").eq(reset_q)
 
         m.submodules.core = core = BridgedController(divisor=self.divisor, controller=self.controller)
         uart = platform.request("uart", 0, dir="-")
