@@ -1366,6 +1366,13 @@ class Tracker(wiring.Component):
             # r17 holds them, or this stage's new key for the slot its event rewrites in that cycle)
             before = Signal(SQ)
             x_pre = r[LS - 1]
+            # ~x.pf for the masks' hit case, a register of its own (inverted, so synthesis does not
+            # merge it back into r18.pf): from r18.pf, with its loads in the output stage, the
+            # route to the hit cells was 1.7 ns, the start of 103 to 341 failing endpoints in
+            # four board builds (r18.pf → upd_here_hit → upd_here_early → the mask → snap_*)
+            x_npf = Signal(init=1)
+            with m.If(adv):
+                m.d.sync += x_npf.eq(~x_pre.pf)
             mk_pre = [mk_r17[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
             # This stage's change of its queue's words is per slot: row and column X, key X, and
             # X's lst, pf and position bits, for the slot X it (re)places. The same change is
@@ -1392,7 +1399,7 @@ class Tracker(wiring.Component):
                 # a register): as kept logic, synthesis derived them from other kept signals
                 # (slot_alt → slot1h_alt → upd_here_early → upd_pre_early, six levels from
                 # free_ls to upd_pre, 10.20 ns into snap_mx at d8705bf).
-                take_hit = lut4(m, platform, lambda s, r, p: s and r and not p, (same, resident, x.pf),
+                take_hit = lut4(m, platform, lambda s, r, n: s and r and n, (same, resident, x_npf),
                                 name=f"upd_{name}_hit")
                 take_free = lut4(m, platform, lambda s, r, f: s and not r and f, (same, resident, free),
                                  name=f"upd_{name}_free")
