@@ -192,7 +192,8 @@ class ScoringPipeline(wiring.Component):
             div.start.eq(stale_r & ~div.busy & ~loading),
             self.busy.eq(stale_r | div.busy | cfg_changed),
         ]
-        m.d.sync += stale_r.eq(tau_clamped != Mux(loading, tau_pending, tau_loaded))
+        # (both compares made, the divider's loading chooses after them, as in the controller)
+        m.d.sync += stale_r.eq(Mux(loading, tau_clamped != tau_pending, tau_clamped != tau_loaded))
         with m.If(div.start):
             m.d.sync += tau_pending.eq(tau_eff)
         m.d.sync += was_busy.eq(div.busy)
