@@ -48,8 +48,6 @@ channel and a write channel (device DRAM at the full geometry); per slot (``max_
 queue) on chip: position, key, prev, next; per queue on chip: the step state, the list state
 (cursor, expired list, resident count, bucket occupancy bitmap) and the ring's (head, tail).
 """
-from types import SimpleNamespace
-
 from amaranth import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -490,6 +488,7 @@ class Tracker(wiring.Component):
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         cand_over = Signal()                                  # cand's queue read more than the budget this step
         take = Signal()                                       # A takes cand this cycle
+        f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
         pre_move = Signal()                                   # pre enters the FIFO this cycle
         m.d.comb += [pre_move.eq(pre_v & (ib_n != 2)),
                      in_ready.eq(~(pre_v & (ib_n == 2)) & ~clearing)]
@@ -540,35 +539,16 @@ class Tracker(wiring.Component):
             m.d.sync += cand_v.eq(0)
         # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
         # start at a register (no read-pointer multiplexer)
-        # Every register of the FIFO moves by accept's take, the latest signal here (the LUTs of
-        # the input choice, then those of its fan-out). Each next value is made for both
-        # outcomes from registers alone, and the take chooses between them last (a Shannon
-        # expansion on take): as plain logic, synthesis put three LUT levels after take
-        # (take → load → the write/shift enables → the entries' multiplexers: room_r → … →
-        # ib_eq1 / ib_st0 / nxt_eq, 8.9 to 9.5 ns in the board builds of d4a6d9a … bd957dd).
-        # an entry is allocated (f_addr[new_tag] written) if the take is of an event or a prefetch
-        # insert that is not refused (the take is the one of cand's source)
-        alloc_kind = ((cand.src == SRC_E) | (cand.src == SRC_P)) & ~cand_bad
-        # new_tag one-hot, a register that turns with rec_wp: its decode was in front of accept's
-        # lookahead (wait_r, the tracker's critical path once the record FIFO's read was not) and
-        # of the FIFO's address compares
-        one_new = Signal(D, init=1)
-        with m.If(take):
-            m.d.sync += one_new.eq(one_new.rotate_left(1))
-
-        def moves(t):
-            """The FIFO's moves if accept takes cand (``t`` = 1) or not (0)."""
-            lc = (ib_n != 0) & (~cand_v | t)
-            return SimpleNamespace(lc=lc, wr0=pre_move & ((ib_n == 0) | ((ib_n == 1) & lc)),
-                                   wr1=pre_move & (ib_n == 1) & ~lc, shift=lc & (ib_n == 2),
-                                   alloc=alloc_kind & t)
-        moves_by_take = (moves(0), moves(1))
-
-        def by_take(next_value):
-            """``next_value(moves)`` for this cycle's take: both made, the take chooses last."""
-            return Mux(take, next_value(moves_by_take[1]), next_value(moves_by_take[0]))
-        m.d.sync += [ib[0].eq(by_take(lambda k: Mux(k.wr0, pre, Mux(k.shift, ib[1], ib[0])))),
-                     ib[1].eq(by_take(lambda k: Mux(k.wr1, pre, ib[1])))]
+        wr0, wr1, shift = Signal(), Signal(), Signal()
+        m.d.comb += [wr0.eq(pre_move & ((ib_n == 0) | ((ib_n == 1) & load_c))),
+                     wr1.eq(pre_move & (ib_n == 1) & ~load_c),
+                     shift.eq(load_c & (ib_n == 2))]
+        with m.If(wr0):
+            m.d.sync += ib[0].eq(pre)
+        with m.Elif(shift):
+            m.d.sync += ib[0].eq(ib[1])
+        with m.If(wr1):
+            m.d.sync += ib[1].eq(pre)
         # The entering item's (pre) and the waiting items' (ib[0], ib[1]) equalities with cand,
         # of the address and of the queue, are registers kept up to date as the four move (each
         # next value from a compare of registers, or of the chosen input, chosen by the moves):
@@ -579,11 +559,9 @@ class Tracker(wiring.Component):
             f_in, f_pre, f_ib0, f_ib1, f_cand = field(in_item), field(pre), field(ib[0]), field(ib[1]), field(cand)
             e_pre, e_ib0, e_ib1 = (Signal(name=f"{name}_{n}", init=1) for n in ("pre", "ib0", "ib1"))
             e_p0, e_10 = f_pre == f_ib0, f_ib1 == f_ib0        # (cand' is ib[0] when cand is loaded)
-            m.d.sync += [
-                e_pre.eq(by_take(lambda k: Mux(in_fire, Mux(k.lc, f_in == f_ib0, f_in == f_cand),
-                                               Mux(k.lc, e_p0, e_pre)))),
-                e_ib0.eq(by_take(lambda k: Mux(k.wr0, Mux(k.lc, e_p0, e_pre), Mux(k.shift, e_10, k.lc | e_ib0)))),
-                e_ib1.eq(by_take(lambda k: Mux(k.wr1, e_pre, Mux(k.lc, e_10, e_ib1))))]
+            m.d.sync += [e_pre.eq(Mux(in_fire, Mux(load_c, f_in == f_ib0, f_in == f_cand), Mux(load_c, e_p0, e_pre))),
+                         e_ib0.eq(Mux(wr0, Mux(load_c, e_p0, e_pre), Mux(shift, e_10, load_c | e_ib0))),
+                         e_ib1.eq(Mux(wr1, e_pre, Mux(load_c, e_10, e_ib1)))]
             return e_pre, e_ib0, e_ib1
         a_pre, a_ib0, a_ib1 = cand_eqs(lambda it: Cat(it.position, it.q), "cand_addr_eq")
         q_pre, q_ib0, q_ib1 = cand_eqs(lambda it: it.q, "cand_q_eq")
@@ -591,22 +569,18 @@ class Tracker(wiring.Component):
         # an entering item's address against the in-flight addresses; an entry accept allocates in
         # this cycle takes cand's address (f_addr is written then), also for the items waiting
         in_addr = Cat(pre.position, pre.q)
-
-        def eq_in(k):
-            return Cat(*[Mux(k.alloc & one_new[i], a_pre, f_addr[i] == in_addr) for i in range(D)])
-
-        def eq_hold(k, e):
-            return Cat(*[Mux(k.alloc & one_new[i], (a_ib0, a_ib1)[e], ib_eq[e][i]) for i in range(D)])
-        m.d.sync += [ib_eq[0].eq(by_take(lambda k: Mux(k.wr0, eq_in(k), Mux(k.shift, eq_hold(k, 1), eq_hold(k, 0))))),
-                     ib_eq[1].eq(by_take(lambda k: Mux(k.wr1, eq_in(k), eq_hold(k, 1)))),
-                     ib_n.eq(by_take(lambda k: ib_n + pre_move - k.lc))]
+        eq_in = Cat(*[Mux(f_alloc & (new_tag == i), a_pre, f_addr[i] == in_addr) for i in range(D)])
+        eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), a_ib, ib_eq[k][i]) for i in range(D)])
+                   for k, a_ib in enumerate((a_ib0, a_ib1))]
+        m.d.sync += [ib_eq[0].eq(Mux(wr0, eq_in, Mux(shift, eq_hold[1], eq_hold[0]))),
+                     ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
+        m.d.sync += ib_n.eq(ib_n + pre_move - load_c)
         # the entries' step states: the RAM's as an item enters, cand's write of the cycle taken
         def st_snoop(same_q, st_old):
             return Mux(cand_writes & same_q, st_left, st_old)
         st_in = st_snoop(q_pre, st_rd.data)
-        m.d.sync += [ib_st[0].eq(by_take(lambda k: Mux(k.wr0, st_in, Mux(k.shift, st_snoop(q_ib1, ib_st[1]),
-                                                                              st_snoop(q_ib0, ib_st[0]))))),
-                     ib_st[1].eq(by_take(lambda k: Mux(k.wr1, st_in, st_snoop(q_ib1, ib_st[1]))))]
+        m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(q_ib1, ib_st[1]), st_snoop(q_ib0, ib_st[0])))),
+                     ib_st[1].eq(Mux(wr1, st_in, st_snoop(q_ib1, ib_st[1])))]
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
@@ -652,6 +626,7 @@ class Tracker(wiring.Component):
             take_l.eq(go & sel_l & (~need_read | self.meta_rd.ready)),
             take_e.eq(go & sel_e & (~need_read | self.meta_rd.ready)),
             take.eq(take_v | take_p | take_l | take_e),
+            f_alloc.eq((take_e | take_p) & ~ev_bad),
             self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
@@ -694,6 +669,11 @@ class Tracker(wiring.Component):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
         m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
+        # new_tag one-hot, a register that turns with rec_wp: its decode was in front of accept's
+        # lookahead (wait_r, the tracker's critical path once the record FIFO's read was not)
+        one_new = Signal(D, init=1)
+        with m.If(take):
+            m.d.sync += one_new.eq(one_new.rotate_left(1))
 
         smp_ev = Mux(cand.write, self.write_sample, Mux(smp_sum > S.SCORE_MAX, S.SCORE_MAX, smp_sum))
         rec_v = pack(rlay, kind=Mux(cand.bad, K_VERR, K_VREQ), q=cand.q, layer=cand.layer, head=cand.head,
@@ -782,14 +762,13 @@ class Tracker(wiring.Component):
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
-
-        def lookahead(a, n, stay):
-            """cand's next match, forward or wait: the head's with an entry allocated (a) or not
-            (n) when cand is loaded, else cand's own (stay); the take chooses last (by_take)"""
-            return by_take(lambda k: Mux(k.lc, Mux(k.alloc, a, n), stay))
-        m.d.sync += [match_r.eq(lookahead(m_a, m_n, m_stay)),
-                     fwd_r.eq(lookahead(same_addr | (m_n != 0), m_n != 0, m_stay != 0)),
-                     wait_r.eq(lookahead(w_a, w_n, w_stay))]
+        with m.If(load_c):
+            with m.If(f_alloc):
+                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a)]
+            with m.Else():
+                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
+        with m.Else():
+            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
         # room after this cycle: fewer than D - 1 in flight (n_inflight + take - retire < D - 1)
         # (and not clearing after this cycle: ~clearing & room_r in front of accept's take was a
         # LUT level on the path into the input FIFO's enables, 9.28 ns in a board build)
