@@ -933,8 +933,9 @@ class Tracker(wiring.Component):
         # only on adv): from r6's fields, with their other loads, the select was behind a 2.3 ns
         # route (the largest group of failing endpoints, 174 of 748, in one board build of
         # bd957dd with f_slot a RAM). (A copy of r6.fwd alone would be merged back by synthesis.)
+        wr_src4 = v[SRC_R - 2] & (x4.kind == K_EVENT)   # the record in r5 writes them as it enters r6
         with m.If(adv):
-            m.d.sync += [pf_src.eq(x4.fwd & x4.fwd_pf), wr_src5.eq(v[SRC_R - 2] & (x4.kind == K_EVENT))]
+            m.d.sync += [pf_src.eq(x4.fwd & x4.fwd_pf), wr_src5.eq(wr_src4)]
         # The read's selects are registers too, made as the record enters r[SRC_R - 2] from the
         # tags one stage back (the stages move only together, on adv): the source's one-hot entry
         # (fwd_oh5) and the two bypass conditions. The tag's decode and compares, with their
@@ -945,7 +946,7 @@ class Tracker(wiring.Component):
         byp_ema10 = Signal()            # == wr_ema10 & (x10.tag == x4.fwd_tag)
         with m.If(adv):
             m.d.sync += [fwd_oh5.eq(Const(1, D) << x3.fwd_tag),
-                         byp_src5.eq(v[SRC_R - 2] & (x4.kind == K_EVENT) & (x4.tag == x3.fwd_tag)),
+                         byp_src5.eq(wr_src4 & (x4.tag == x3.fwd_tag)),
                          byp_ema10.eq(v[EMA_W - 2] & (r[EMA_W - 2].kind == K_EVENT)
                                       & (r[EMA_W - 2].tag == x3.fwd_tag))]
         src4, e4 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
