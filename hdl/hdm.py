@@ -48,12 +48,12 @@ class OutBuf(Elaboratable):
 
     def __init__(self, width):
         self.width = width
-        self.w_en, self.w_data, self.w_rdy = Signal(), Signal(width), Signal()
-        self.r_en, self.r_data, self.r_rdy = Signal(), Signal(width), Signal()
+        self.w_en, self.w_data, self.w_rdy = Signal(name="w_en"), Signal(width, name="w_data"), Signal(name="w_rdy")
+        self.r_en, self.r_data, self.r_rdy = Signal(name="r_en"), Signal(width, name="r_data"), Signal(name="r_rdy")
 
     def elaborate(self, platform):
         m = Module()
-        v0, v1 = Signal(), Signal()                   # the head (the output) and the second place
+        v0, v1 = Signal(name="v0"), Signal(name="v1")  # the head (the output) and the second place
         d1 = Signal(self.width)
         pop = Signal()
         m.d.comb += [self.r_rdy.eq(v0), self.w_rdy.eq(~v1), pop.eq(v0 & self.r_en)]
@@ -207,7 +207,7 @@ class Hdm(wiring.Component):
         hbad0 = Signal()
         m.d.comb += hbad0.eq(k_err | (hin.has_sample & (
             (hin.layer >= k_nl) | (hin.head >= k_nh) | (hin.position >= k_np))))
-        ra_a, ra_h = Signal(), Signal()
+        ra_a, ra_h = Signal(name="ra_a"), Signal(name="ra_h")
         ra = Signal(data.StructLayout({"addr": aw, "tag": g.tag_width, "write": 1, "off": aw, "inwin": 1}))
         ra_hint = Signal(self.hint_layout)
         ra_hbad = Signal()
@@ -226,7 +226,7 @@ class Hdm(wiring.Component):
         def field(oh, width):                 # off >> place, the place given one-hot
             return Cat(*[Cat(*[oh[k] & off[k + b] for k in range(len(oh)) if k + b < aw]).any()
                          for b in range(width)])
-        pos_f, head_f, layer_f = Signal(g.pb), Signal(g.hb), Signal(g.lb)
+        pos_f, head_f, layer_f = Signal(g.pb, name="pos_f"), Signal(g.hb, name="head_f"), Signal(g.lb, name="layer_f")
         m.d.comb += [
             pos_f.eq(field(k_oh_es, g.pb) & k_pmask),
             head_f.eq(field(k_oh_t1, g.hb) & k_hmask2),
@@ -234,11 +234,11 @@ class Hdm(wiring.Component):
         ]
 
         # ---- stage-1 (C) registers (move with the pipeline); fields as decoded, whatever the status
-        s1_a, s1_h = Signal(), Signal()
+        s1_a, s1_h = Signal(name="s1_a"), Signal(name="s1_h")
         s1 = Signal(data.StructLayout({
             "addr": aw, "tag": g.tag_width, "write": 1,
             "layer": g.lb, "head": g.hb, "position": g.pb, "line": M.LINE_BITS}))
-        s1_inwin, s1_bp, s1_bh, s1_bl = Signal(), Signal(), Signal(), Signal()
+        s1_inwin, s1_bp, s1_bh, s1_bl = Signal(name="s1_inwin"), Signal(name="s1_bp"), Signal(name="s1_bh"), Signal(name="s1_bl")
         s1h = Signal(self.hint_layout)
         s1_hbad = Signal()
         with m.If(adv):
@@ -273,7 +273,7 @@ class Hdm(wiring.Component):
             return (x.layer == y.layer) & (x.head == y.head) & (x.position == y.position)
 
         # ---- stage D registers: the hint and the access applied this clock (hint first)
-        d_a, d_h = Signal(), Signal()
+        d_a, d_h = Signal(name="d_a"), Signal(name="d_h")
         d = Signal(data.StructLayout({"status": 2, **{k: v.shape for k, v in s1.shape()}}))
         dh = Signal(self.hint_layout)
         d_hbad = Signal()
@@ -283,7 +283,7 @@ class Hdm(wiring.Component):
         d_back = Signal()      # the hint is applied and is behind the step
 
         # stage D, the part stage C's corrections need: the slot the hint is written into
-        push_req, room, push_ok = Signal(), Signal(), Signal()
+        push_req, room, push_ok = Signal(name="push_req"), Signal(name="room"), Signal(name="push_ok")
         m.d.comb += [push_req.eq(d_h & ~d_hbad & dh.has_sample),
                      room.eq(d_up | (count != N)),
                      push_ok.eq(push_req & room)]
@@ -296,7 +296,7 @@ class Hdm(wiring.Component):
         # the hint's step compares, made in stage B against the three steps that can be the
         # current one when it reaches stage D: the current step, and the steps of the hints then in
         # C and in D (which of them it is is chosen in C, by the two hints' advance flags)
-        c_gt, c_lt = Signal(3), Signal(3)
+        c_gt, c_lt = Signal(3, name="c_gt"), Signal(3, name="c_lt")
         p_up = Signal()        # the hint that last left D advanced the step (d_up, one clock later)
         with m.If(adv):
             for k, ref in enumerate((cur_step, s1h.step, dh.step)):
@@ -321,7 +321,7 @@ class Hdm(wiring.Component):
             ]
 
         # ---- stage D: the hint (step, push), then the access (the oldest live match)
-        is_ev, rd = Signal(), Signal()
+        is_ev, rd = Signal(name="is_ev"), Signal(name="rd")
         m.d.comb += [is_ev.eq(d_a & (d.status == M.OK) & (d.line == 0)),
                      rd.eq(is_ev & ~d.write)]
         mm = Signal(N)                        # live matches (none survive a step advance)
@@ -332,7 +332,7 @@ class Hdm(wiring.Component):
         for i in range(N):
             younger = [mm[j] & is_older(j, i) for j in range(N) if j != i]
             m.d.comb += take[i].eq(rd & mm[i] & ~(Cat(*younger).any() if younger else 0))
-        rm, fwd, hinted, store = Signal(), Signal(), Signal(), Signal()
+        rm, fwd, hinted, store = Signal(name="rm"), Signal(name="fwd"), Signal(name="hinted"), Signal(name="store")
         m.d.comb += [rm.eq(rd & any_m),
                      fwd.eq(rd & ~any_m & push_ok & d_same),      # the hint of this clock is this read's
                      hinted.eq(rm | fwd),
@@ -368,7 +368,7 @@ class Hdm(wiring.Component):
         # rewritten before this clock's edge: a push in D writes a slot that was free)
         ok1 = Signal()
         m.d.comb += ok1.eq(d.status == M.OK)
-        ev, rt = Signal(self.event_layout), Signal(self.route_layout)
+        ev, rt = Signal(self.event_layout, name="ev"), Signal(self.route_layout, name="rt")
         m.d.comb += [
             ev.layer.eq(d.layer), ev.head.eq(d.head), ev.position.eq(d.position),
             ev.write.eq(d.write), ev.step.eq(step_eff),
@@ -378,9 +378,9 @@ class Hdm(wiring.Component):
             rt.queue.eq(Mux(ok1, d.layer * g.n_kv_heads + d.head, 0)),
             rt.position.eq(Mux(ok1, d.position, 0)), rt.line.eq(Mux(ok1, d.line, 0)),
         ]
-        e_a, e_ev = Signal(), Signal()
-        e_evr, e_rt = Signal(self.event_layout), Signal(self.route_layout)
-        e_take, e_any, e_alt = Signal(N), Signal(), Signal(M.SAMPLE_BITS)
+        e_a, e_ev = Signal(name="e_a"), Signal(name="e_ev")
+        e_evr, e_rt = Signal(self.event_layout, name="e_evr"), Signal(self.route_layout, name="e_rt")
+        e_take, e_any, e_alt = Signal(N, name="e_take"), Signal(name="e_any"), Signal(M.SAMPLE_BITS, name="e_alt")
         with m.If(adv):
             m.d.sync += [
                 e_a.eq(d_a), e_ev.eq(is_ev), e_evr.eq(ev), e_rt.eq(rt), e_take.eq(take), e_any.eq(rm),

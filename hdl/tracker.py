@@ -212,7 +212,7 @@ def lowest_set(m, vec, width):
         w = _bits(n)
         return va | vb, Mux(va, ia, Const(half, w) + ib)[:w]
     anyset, idx = rec(0, width)
-    a, i = Signal(), Signal(_bits(width))
+    a, i = Signal(name="a"), Signal(_bits(width), name="i")
     m.d.comb += [a.eq(anyset), i.eq(idx)]
     return a, i
 
@@ -398,7 +398,7 @@ class Tracker(wiring.Component):
         # response FIFO (metadata words that arrived before their event reached B0)
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
-        rsp_wp, rsp_rp = Signal(TB + 1), Signal(TB + 1)
+        rsp_wp, rsp_rp = Signal(TB + 1, name="rsp_wp"), Signal(TB + 1, name="rsp_rp")
         # record FIFO between accept and B0
         # Two copies, one read port each: Yosys's resource sharing merges two read ports of one
         # memory whose data are used under exclusive conditions into one port behind an address
@@ -410,7 +410,7 @@ class Tracker(wiring.Component):
         rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port(domain="comb")
         rec_w1 = rec_mem1.write_port()
         rec_r1 = rec_mem1.read_port(domain="comb")         # the entry after the head
-        rec_wp, rec_rp = Signal(TB + 1), Signal(TB + 1)
+        rec_wp, rec_rp = Signal(TB + 1, name="rec_wp"), Signal(TB + 1, name="rec_rp")
         rec_rp1 = Signal(TB + 1, init=1)                    # rec_rp + 1
         n_inflight = Signal(TB + 1)                # accepted, not yet retired
 
@@ -442,14 +442,14 @@ class Tracker(wiring.Component):
         new_tag = Signal(TB)
         m.d.comb += new_tag.eq(rec_wp[:TB])
         in_ready = Signal()
-        ch_v, ch_p, ch_l, ch_e = Signal(), Signal(), Signal(), Signal()
+        ch_v, ch_p, ch_l, ch_e = Signal(name="ch_v"), Signal(name="ch_p"), Signal(name="ch_l"), Signal(name="ch_e")
         m.d.comb += [ch_v.eq(self.victim_req.valid),
                      ch_p.eq(~self.victim_req.valid & self.prefetch.valid),
                      ch_l.eq(~self.victim_req.valid & ~self.prefetch.valid & self.lookup.valid),
                      ch_e.eq(~self.victim_req.valid & ~self.prefetch.valid & ~self.lookup.valid & self.event.valid),
                      self.victim_req.ready.eq(in_ready & ch_v), self.prefetch.ready.eq(in_ready & ch_p),
                      self.lookup.ready.eq(in_ready & ch_l), self.event.ready.eq(in_ready & ch_e)]
-        i_layer, i_head, i_pos = Signal(g.lb), Signal(g.hb), Signal(g.pb)
+        i_layer, i_head, i_pos = Signal(g.lb, name="i_layer"), Signal(g.hb, name="i_head"), Signal(g.pb, name="i_pos")
         m.d.comb += [i_layer.eq(Mux(ch_v, vin.layer, Mux(ch_p, pin.layer, Mux(ch_l, lin.layer, ein.layer)))),
                      i_head.eq(Mux(ch_v, vin.head, Mux(ch_p, pin.head, Mux(ch_l, lin.head, ein.head)))),
                      i_pos.eq(Mux(ch_v, 0, Mux(ch_p, pin.position, Mux(ch_l, lin.position, ein.position))))]
@@ -518,10 +518,10 @@ class Tracker(wiring.Component):
         # cand's own: the compares are made with both and chosen by cand_back after them, so each
         # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
         # the chain → wait_r was 9.80 ns in a board build)
-        nxt_back_c, nxt_new_c = Signal(), Signal()
+        nxt_back_c, nxt_new_c = Signal(name="nxt_back_c"), Signal(name="nxt_new_c")
         m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
                      nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
-        nxt_back, nxt_new = Signal(), Signal()
+        nxt_back, nxt_new = Signal(name="nxt_back"), Signal(name="nxt_new")
         m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
                                      st_ram.started & (nxt.step < st_ram.cur_step))),
                      nxt_new.eq(Mux(st_byp, nxt_new_c,
@@ -539,7 +539,7 @@ class Tracker(wiring.Component):
             m.d.sync += cand_v.eq(0)
         # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
         # start at a register (no read-pointer multiplexer)
-        wr0, wr1, shift = Signal(), Signal(), Signal()
+        wr0, wr1, shift = Signal(name="wr0"), Signal(name="wr1"), Signal(name="shift")
         m.d.comb += [wr0.eq(pre_move & ((ib_n == 0) | ((ib_n == 1) & load_c))),
                      wr1.eq(pre_move & (ib_n == 1) & ~load_c),
                      shift.eq(load_c & (ib_n == 2))]
@@ -719,9 +719,9 @@ class Tracker(wiring.Component):
             m.d.sync += rec_wp.eq(rec_wp + 1)
         # (take and retire come late: they choose between counts and compares made from the
         # register alone, with no adder or comparator behind them)
-        n_up, n_down = Signal(TB + 1), Signal(TB + 1)
+        n_up, n_down = Signal(TB + 1, name="n_up"), Signal(TB + 1, name="n_down")
         m.d.comb += [n_up.eq(n_inflight + 1), n_down.eq(n_inflight - 1)]
-        grows, shrinks = Signal(), Signal()
+        grows, shrinks = Signal(name="grows"), Signal(name="shrinks")
         m.d.comb += [grows.eq(take & ~retire), shrinks.eq(retire & ~take)]
         m.d.sync += n_inflight.eq(Mux(grows, n_up, Mux(shrinks, n_down, n_inflight)))
 
@@ -738,7 +738,7 @@ class Tracker(wiring.Component):
         m.d.comb += same_addr.eq(a_ib0)
         nxt_pe = (nxt.src == SRC_P) | (nxt.src == SRC_E)
         every = Const((1 << D) - 1, D)
-        m_n, m_a = Signal(D), Signal(D)
+        m_n, m_a = Signal(D, name="m_n"), Signal(D, name="m_a")
         # With an entry allocated, the head's youngest match is the new entry when the head has
         # cand's address, else the same as without one (m_n): the new entry is free (room keeps
         # fewer than D - 1 in flight, so its tag's last record has retired) and cand's match
@@ -750,7 +750,7 @@ class Tracker(wiring.Component):
         m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest), m_a.eq(Mux(same_addr, one_new, m_n))]
         # (the head's own terms, from its step-state read and compare, enter last)
         nxt_starts = (nxt.src == SRC_E) & nxt_new
-        pf_any, pf_adv = Signal(), Signal()
+        pf_any, pf_adv = Signal(name="pf_any"), Signal(name="pf_adv")
         m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
         # cand's event starts a new step of the head's queue: every match of the head (in that
         # queue) is then marked as stepped
@@ -884,7 +884,7 @@ class Tracker(wiring.Component):
         m.d.comb += age_raw.eq(r[0].step - Mux(r[0].fwd, r[0].t_fwd, mw.t_last))
         # r1 -> r2 -> r3 -> r4: y = age x mant >> shift (two 12 x 18 halves, their sum, the shift)
         half = AGE_BITS // 2
-        am_lo, am_hi = Signal(half + S.MANT_BITS), Signal(half + S.MANT_BITS)
+        am_lo, am_hi = Signal(half + S.MANT_BITS, name="am_lo"), Signal(half + S.MANT_BITS, name="am_hi")
         am = Signal(AGE_BITS + S.MANT_BITS)
         y0 = Signal(AGE_BITS + S.MANT_BITS)
         with m.If(adv):
@@ -899,8 +899,8 @@ class Tracker(wiring.Component):
         # in-flight buffer
         yi = Signal(AGE_BITS + S.MANT_BITS - S.Y_FRAC_BITS)
         m.d.comb += [yi.eq(y0[S.Y_FRAC_BITS:]), e_rd.addr.eq(y0[:S.Y_FRAC_BITS]), e_rd.en.eq(adv)]
-        yi_big, yi5 = Signal(), Signal(5)
-        yi_big6, yi5_6 = Signal(), Signal(5)
+        yi_big, yi5 = Signal(name="yi_big"), Signal(5, name="yi5")
+        yi_big6, yi5_6 = Signal(name="yi_big6"), Signal(5, name="yi5_6")
         e_word6 = Signal.like(e_rd.data)
         with m.If(adv):
             m.d.sync += [yi_big.eq(yi >= S.EXP_SHIFT_LIMIT), yi5.eq(yi[:5]),
@@ -923,7 +923,7 @@ class Tracker(wiring.Component):
         # the record in r5 cannot see yet): the insert one ahead writing its decay inputs, and a
         # source entering r[EMA_W] writing its new EMA (the wait at B0 keeps it at least there).
         x4 = r[SRC_R - 2]
-        fwd_src6, fwd_e6 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
+        fwd_src6, fwd_e6 = Signal(S.SCORE_BITS, name="fwd_src6"), Signal(S.SCORE_BITS + 1, name="fwd_e6")
         e5, src5 = Signal.like(e_val), Signal.like(src_ema)
         wr_src5 = Signal()              # the record in r6 writes its decay inputs
         wr_ema10 = Signal()             # the record in r10 writes its new EMA
@@ -949,7 +949,7 @@ class Tracker(wiring.Component):
                          byp_src5.eq(wr_src4 & (x4.tag == x3.fwd_tag)),
                          byp_ema10.eq(v[EMA_W - 2] & (r[EMA_W - 2].kind == K_EVENT)
                                       & (r[EMA_W - 2].tag == x3.fwd_tag))]
-        src4, e4 = Signal(S.SCORE_BITS), Signal(S.SCORE_BITS + 1)
+        src4, e4 = Signal(S.SCORE_BITS, name="src4"), Signal(S.SCORE_BITS + 1, name="e4")
         m.d.comb += [src4.eq(_onehot_read(fwd_oh5, [Mux(x4.fwd_pf, f_src[i], f_ema[i]) for i in range(D)])),
                      e4.eq(_onehot_read(fwd_oh5, f_e))]
         with m.If(adv):
@@ -994,7 +994,7 @@ class Tracker(wiring.Component):
         for b in range(S.SCORE_BITS):
             with m.If(ema11[b]):
                 m.d.comb += [msb.eq(b), mant8.eq((ema11 << 8) >> b)]
-        msb11, mant11, zero11 = Signal(4), Signal(8), Signal()
+        msb11, mant11, zero11 = Signal(4, name="msb11"), Signal(8, name="mant11"), Signal(name="zero11")
         log2q8 = Signal(12)
         m.d.comb += l_rd.addr.eq(mant11)
         with m.If(adv):
@@ -1005,7 +1005,7 @@ class Tracker(wiring.Component):
         # sum); r15 -> r16 -> r17: the key, (step + F) >> bits
         tln = Signal(TLN_BITS)
         th = TLN_BITS // 2
-        lt_lo, lt_hi = Signal(12 + th), Signal(12 + TLN_BITS - th)
+        lt_lo, lt_hi = Signal(12 + th, name="lt_lo"), Signal(12 + TLN_BITS - th, name="lt_hi")
         f_val = Signal(F_BITS)
         ksum = Signal(S.STEP_BITS + 1)
         key = Signal(T.KEY_BITS)
@@ -1136,7 +1136,7 @@ class Tracker(wiring.Component):
             m.d.comb += resident.eq(started & (slot_src < nres) & (pos_s == x.position))
         else:
             # checked as the record enters this stage (r17, below), with this stage's own change
-            res_ls, slot_ls, slot1h_ls = Signal(), Signal(g.sb), Signal(SQ)
+            res_ls, slot_ls, slot1h_ls = Signal(name="res_ls"), Signal(g.sb, name="slot_ls"), Signal(SQ, name="slot1h_ls")
             m.d.comb += [slot_src.eq(slot_ls), resident.eq(res_ls)]
         # the position is pinned: compared as the record enters this stage (the compare's carry
         # chain fed the order's column writes, r18 → pinned → col_x → the order RAM, 9.66 ns in a
@@ -1236,7 +1236,7 @@ class Tracker(wiring.Component):
         if self.select == "ring":
             # state after unlink / pop, before the insert
             bm1 = Signal(R)
-            eh1, et1 = Signal(g.sptr), Signal(g.sptr)
+            eh1, et1 = Signal(g.sptr, name="eh1"), Signal(g.sptr, name="et1")
             # bucket A (the hit's own bucket, when in the ring) after the unlink
             a_in_ring = Signal()
             m.d.comb += a_in_ring.eq(unlink & ~in_expired)
@@ -1265,7 +1265,7 @@ class Tracker(wiring.Component):
             m.d.comb += bkt.eq(key[:g.bb])
             m.d.comb += [bh_rd_b.addr.eq(Cat(bkt, x.q)), bt_rd_b.addr.eq(Cat(bkt, x.q))]
             b_ne = Signal()
-            b_head, b_tail = Signal(g.sptr), Signal(g.sptr)
+            b_head, b_tail = Signal(g.sptr, name="b_head"), Signal(g.sptr, name="b_tail")
             m.d.comb += [b_ne.eq((bm1 >> bkt)[0]), b_head.eq(sp(bh_rd_b.data)), b_tail.eq(sp(bt_rd_b.data))]
             with m.If(a_in_ring & (a_bucket == bkt)):
                 with m.If(~vld(na)):
@@ -1277,7 +1277,7 @@ class Tracker(wiring.Component):
             push = Signal()
             m.d.comb += push.eq(x.dense)
             # final (head, tail) of B and the neighbour pointer the insert writes
-            nb_head, nb_tail = Signal(g.sptr), Signal(g.sptr)
+            nb_head, nb_tail = Signal(g.sptr, name="nb_head"), Signal(g.sptr, name="nb_tail")
             with m.If(~b_ne):
                 m.d.comb += [nb_head.eq(sp(s_ins)), nb_tail.eq(sp(s_ins))]
             with m.Elif(push):
@@ -1292,7 +1292,7 @@ class Tracker(wiring.Component):
             m.d.comb += base_new.eq(kc_new[:g.bb] - lazy[:g.bb])
             lo_gone = Signal()
             m.d.comb += lo_gone.eq((a_in_ring & a_empty & (a_bucket == lo_b)) | (f_pop & ~vld(nv)))
-            keep_v, keep_b = Signal(), Signal(g.bb)
+            keep_v, keep_b = Signal(name="keep_v"), Signal(g.bb, name="keep_b")
             m.d.comb += [keep_v.eq(Mux(lo_gone, nx_any, lo_any)), keep_b.eq(Mux(lo_gone, ffs_b, lo_b))]
             ins_lower = Signal()
             m.d.comb += ins_lower.eq(insert & (~keep_v | ((bkt - base_new)[:g.bb] < (keep_b - base_new)[:g.bb])))
@@ -1456,7 +1456,7 @@ class Tracker(wiring.Component):
             # word (below) are read then
             # registered as the records move (every stage register moves on adv, and only then):
             # is_ev & (x.q == x_pre.q) and is_ev & (x.q == q_pre2) of the next cycle
-            same_pre, same_pre2 = Signal(), Signal()
+            same_pre, same_pre2 = Signal(name="same_pre"), Signal(name="same_pre2")
             x_in = r[LS - 1]
             is_ev_in = v[LS - 1] & (x_in.kind == K_EVENT) & ~x_in.lk
             with m.If(adv):
@@ -1505,7 +1505,7 @@ class Tracker(wiring.Component):
                     mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
-        pf_s, pf_v = Signal(), Signal()     # the pf bits of slot_src and of the victim
+        pf_s, pf_v = Signal(name="pf_s"), Signal(name="pf_v")  # the pf bits of slot_src and of the victim
         if self.select == "ring":
             m.d.comb += [pf_rd_s.addr.eq(saddr(slot_src)), pf_rd_v.addr.eq(saddr(vic)),
                          pf_s.eq(pf_rd_s.data), pf_v.eq(pf_rd_v.data)]
@@ -1582,7 +1582,7 @@ class Tracker(wiring.Component):
             # the word's count is the RAM's, or this stage's after its event (+1 if it took a
             # free slot): its compares are made on both counts and chosen by do_free after, with
             # no add in front (resident → do_free → nres + 1 → the compares → held was 9.80 ns)
-            room0, room1 = Signal(), Signal()
+            room0, room1 = Signal(name="room0"), Signal(name="room1")
             m.d.comb += [room0.eq(has_room(nres)), room1.eq(has_room(nres + 1))]
             here_eq = Signal()
             m.d.comb += here_eq.eq(x.position == x_pre2.position)
@@ -1590,7 +1590,7 @@ class Tracker(wiring.Component):
             # behind the mask (an ECP5 cell on the board: as plain logic, synthesis took the
             # mask cell's output for an early input and put it in front of the compares, four
             # LUT levels deep, 10.24 ns)
-            ram_eq, in_nres = Signal(SQ), Signal(SQ)
+            ram_eq, in_nres = Signal(SQ, name="ram_eq"), Signal(SQ, name="in_nres")
             m.d.comb += [ram_eq.eq(Cat(*[ram_res.pos[i * g.pb:(i + 1) * g.pb] == x_pre2.position
                                          for i in range(SQ)])),
                          in_nres.eq(Cat(*[Mux(same_pre2, Mux(do_free, (i <= nres) if i else 1, i < nres), i < ram_res.nres)
@@ -1598,14 +1598,14 @@ class Tracker(wiring.Component):
             held_next = Cat(*[lut4(m, platform, lambda u, h, e, n: (h if u else e) and n,
                                    (upd_pre2[i], here_eq, ram_eq[i], in_nres[i]), name=f"held_lut{i}")
                               for i in range(SQ)])
-            started_pre, held_pre, room_pre = Signal(), Signal(SQ), Signal()
+            started_pre, held_pre, room_pre = Signal(name="started_pre"), Signal(SQ, name="held_pre"), Signal(name="room_pre")
             with m.If(adv):
                 m.d.sync += [
                     started_pre.eq(ram_res.started | same_pre2),
                     held_pre.eq(held_next),
                     room_pre.eq(Mux(same_pre2, Mux(do_free, room1, room0), has_room(ram_res.nres))),
                 ]
-            slot_pre, slot1h_pre = Signal(g.sb), Signal(SQ)
+            slot_pre, slot1h_pre = Signal(g.sb, name="slot_pre"), Signal(SQ, name="slot1h_pre")
             src_two = Signal()
             m.d.comb += src_two.eq(x_pre2.fwd & v[LS] & (x.tag == x_pre2.fwd_tag))
             slot_pre2 = Signal(g.sb)
@@ -1645,7 +1645,7 @@ class Tracker(wiring.Component):
             # (another queue, or nothing placed) it is the RAM's word. (This stage's queue's word
             # in the RAM is this stage's own before its change: lst is the RAM's lst when same_pre.)
             rd_lst = ls_word.lst
-            rd_any, rd_two = Signal(), Signal()
+            rd_any, rd_two = Signal(name="rd_any"), Signal(name="rd_two")
             any_two = _any_and_two([rd_lst[i] for i in range(SQ)])
             m.d.comb += [rd_any.eq(any_two[0]), rd_two.eq(any_two[1])]
             vic_any_next = Mux(same_pre & placed,
@@ -1704,7 +1704,7 @@ class Tracker(wiring.Component):
         bump("mem_wait_cycles", self.meta_wr.valid & ~self.meta_wr.ready)
         # the record leaves: its metadata word is written, younger reads will see it
         m.d.comb += [retire.eq(head_go), retire_tag.eq(r_out.tag)]
-        load_head, load_skid, from_skid = Signal(), Signal(), Signal()
+        load_head, load_skid, from_skid = Signal(name="load_head"), Signal(name="load_skid"), Signal(name="from_skid")
         m.d.comb += [load_head.eq(adv6 & (~v_out | head_go)),
                      load_skid.eq(adv6 & v_out & ~head_go & v[LS] & ~splice),
                      from_skid.eq(~adv6 & head_go)]
