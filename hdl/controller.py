@@ -705,7 +705,7 @@ class Controller(wiring.Component):
         R = r.payload
         lb = max(1, (self.tier_lines - 1).bit_length())
         # route fork: the port and the sequencer each take every route once
-        took_port, took_seq = Signal(), Signal()
+        took_port, took_seq = Signal(name="took_port"), Signal(name="took_seq")
         seq_take = Signal()
         m.d.comb += [
             self.route.payload.eq(R),
@@ -1098,8 +1098,8 @@ class Controller(wiring.Component):
         # each message once to each side that wants it (a flag per side); RwD first into the queue
         t_req_e, t_req_d, t_rwd_e, t_rwd_d = (Signal(name=n) for n in ("took_req_eng", "took_req_data",
                                                                        "took_rwd_eng", "took_rwd_data"))
-        rwd_go, req_go = Signal(), Signal()
-        req_fire, rwd_fire = Signal(), Signal()
+        rwd_go, req_go = Signal(name="rwd_go"), Signal(name="req_go")
+        req_fire, rwd_fire = Signal(name="req_fire"), Signal(name="rwd_fire")
         m.d.comb += [
             ereq.valid.eq(req.valid & en & ~t_req_e),
             erwd.valid.eq(rwd.valid & en & ~t_rwd_e),

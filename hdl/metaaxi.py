@@ -85,7 +85,7 @@ class MetaAxiMaster(wiring.Component):
         # one ID), searched by every read
         p_valid = Signal(P)
         p_addr = [Signal(AW, name=f"p_addr{i}") for i in range(P)]
-        p_wp, p_rp = Signal(PB + 1), Signal(PB + 1)
+        p_wp, p_rp = Signal(PB + 1, name="p_wp"), Signal(PB + 1, name="p_rp")
         p_full = Signal()
         m.d.comb += p_full.eq((p_wp - p_rp)[:PB + 1] == P)
 
@@ -123,7 +123,7 @@ class MetaAxiMaster(wiring.Component):
         m.d.sync += outstanding_r.eq(outstanding_r + ar_fire - r_fire)
 
         # -- writes: AW and W of one write may be accepted in different cycles
-        aw_done, w_done = Signal(), Signal()
+        aw_done, w_done = Signal(name="aw_done"), Signal(name="w_done")
         wr_addr = self.meta_wr.payload.addr
         wr_data = self.meta_wr.payload.wdata
         go = Signal()

@@ -128,11 +128,11 @@ class PrefetchEngine(wiring.Component):
 
         # ---- pipeline registers and the in-flight table
         K = self.lookup_depth
-        c0_valid, c0_q, c0_p = Signal(), Signal(QB), Signal(PW)      # offered on the lookup port
+        c0_valid, c0_q, c0_p = Signal(name="c0_valid"), Signal(QB, name="c0_q"), Signal(PW, name="c0_p")  # offered on the lookup port
         lq_q = [Signal(QB, name=f"lq{k}_queue") for k in range(K)]   # looked up, answer pending,
         lq_p = [Signal(PW, name=f"lq{k}_pos") for k in range(K)]     # oldest first
         lq_n = Signal(range(K + 1))
-        s2_valid, s2_q, s2_p = Signal(), Signal(QB), Signal(PW)
+        s2_valid, s2_q, s2_p = Signal(name="s2_valid"), Signal(QB, name="s2_q"), Signal(PW, name="s2_p")
         tv = [Signal(name=f"tag{t}_valid") for t in range(F)]
         tq = [Signal(QB, name=f"tag{t}_queue") for t in range(F)]
         tp = [Signal(PW, name=f"tag{t}_pos") for t in range(F)]
@@ -223,7 +223,7 @@ class PrefetchEngine(wiring.Component):
                 m.d.sync += period_issued.eq(period_issued + 1)
 
         # ---- serve slot rr: look its cursor up
-        sel_q, sel_p, sel_c, sel_h = Signal(QB), Signal(PW), Signal(PW), Signal(PW)
+        sel_q, sel_p, sel_c, sel_h = Signal(QB, name="sel_q"), Signal(PW, name="sel_p"), Signal(PW, name="sel_c"), Signal(PW, name="sel_h")
         for i in range(D):
             with m.If(rr == i):
                 m.d.comb += [sel_q.eq(sq[i]), sel_p.eq(sp[i]), sel_c.eq(sc[i]), sel_h.eq(sh[i])]
@@ -310,7 +310,7 @@ class PrefetchEngine(wiring.Component):
 
         # ---- completions: free the tag, forward the insert to the tracker
         cpl_tag = self.cpl.payload.tag
-        ent_valid, ent_q, ent_p = Signal(), Signal(QB), Signal(PW)
+        ent_valid, ent_q, ent_p = Signal(name="ent_valid"), Signal(QB, name="ent_q"), Signal(PW, name="ent_p")
         for t in range(F):
             with m.If(cpl_tag == t):
                 m.d.comb += [ent_valid.eq(tv[t]), ent_q.eq(tq[t]), ent_p.eq(tp[t])]

@@ -312,22 +312,22 @@ class TierMover(wiring.Component):
             fl_pend = Signal(range(self.buf_lines + 1))   # flash reads awaiting their answer
 
         # requesters (valid + address); the arbiters below pick one per port
-        wb_rd_v, fl_wr_v = Signal(), Signal()             # DRAM: writeback reads, fill writes
-        wb_wr_v, fl_rd_v = Signal(), Signal()             # flash: writeback writes, fill reads
+        wb_rd_v, fl_wr_v = Signal(name="wb_rd_v"), Signal(name="fl_wr_v")  # DRAM: writeback reads, fill writes
+        wb_wr_v, fl_rd_v = Signal(name="wb_wr_v"), Signal(name="fl_rd_v")  # flash: writeback writes, fill reads
         wb_rd_addr = Signal(cfg.dram_addr_bits)
         fl_wr_addr = Signal(cfg.dram_addr_bits)
         wb_wr_addr = Signal(cfg.flash_addr_bits)
         fl_rd_addr = Signal(cfg.flash_addr_bits)
         if H:
             # the host stage's requests (driven below); a write's data comes straight from host_wdata
-            hd_v, hf_v = Signal(), Signal()
+            hd_v, hf_v = Signal(name="hd_v"), Signal(name="hf_v")
             hd_addr = Signal(cfg.dram_addr_bits)
             hf_addr = Signal(cfg.flash_addr_bits)
             h_wr = Signal()
         # arbitration is held while an offered request waits, so a payload never changes under valid
         if not H:
-            dram_lock, dram_sel = Signal(), Signal()          # sel 1: fill write
-            flash_lock, flash_sel = Signal(), Signal()        # sel 1: writeback write
+            dram_lock, dram_sel = Signal(name="dram_lock"), Signal(name="dram_sel")  # sel 1: fill write
+            flash_lock, flash_sel = Signal(name="flash_lock"), Signal(name="flash_sel")  # sel 1: writeback write
             dsel = Mux(dram_lock, dram_sel, fl_wr_v)
             fsel = Mux(flash_lock, flash_sel, wb_wr_v)
             m.d.comb += [
@@ -345,9 +345,9 @@ class TierMover(wiring.Component):
         else:
             # three requesters per port; priority: the buffer's writes, the host op, the engine's reads
             # DRAM sel: 0 writeback read, 1 fill write, 2 host; flash sel: 0 fill read, 1 writeback write, 2 host
-            dram_lock, flash_lock = Signal(), Signal()
-            dram_sel, flash_sel = Signal(2), Signal(2)
-            dsel, fsel = Signal(2), Signal(2)
+            dram_lock, flash_lock = Signal(name="dram_lock"), Signal(name="flash_lock")
+            dram_sel, flash_sel = Signal(2, name="dram_sel"), Signal(2, name="flash_sel")
+            dsel, fsel = Signal(2, name="dsel"), Signal(2, name="fsel")
             m.d.comb += [
                 dsel.eq(Mux(dram_lock, dram_sel, Mux(fl_wr_v, 1, Mux(hd_v, 2, 0)))),
                 fsel.eq(Mux(flash_lock, flash_sel, Mux(wb_wr_v, 1, Mux(hf_v, 2, 0)))),
@@ -374,7 +374,7 @@ class TierMover(wiring.Component):
             m.d.comb += [wb_rd_go.eq(dram_fire & ~dsel), fl_wr_go.eq(dram_fire & dsel),
                          wb_wr_go.eq(flash_fire & fsel), fl_rd_go.eq(flash_fire & ~fsel)]
         else:
-            hd_go, hf_go = Signal(), Signal()
+            hd_go, hf_go = Signal(name="hd_go"), Signal(name="hf_go")
             m.d.comb += [wb_rd_go.eq(dram_fire & (dsel == 0)), fl_wr_go.eq(dram_fire & (dsel == 1)),
                          hd_go.eq(dram_fire & (dsel == 2)),
                          wb_wr_go.eq(flash_fire & (fsel == 1)), fl_rd_go.eq(flash_fire & (fsel == 0)),

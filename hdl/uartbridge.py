@@ -279,9 +279,9 @@ class UARTBridge(wiring.Component):
         byte_valid = Signal()
         consume = Signal()
         advance = Signal()                               # `byte` takes `held` (valid or not)
-        is_sync, is_zero, is_known_cmd = Signal(), Signal(), Signal()
+        is_sync, is_zero, is_known_cmd = Signal(name="is_sync"), Signal(name="is_zero"), Signal(name="is_known_cmd")
         is_lo_over = Signal()                            # above the event batch's low byte
-        is_hi_over, is_hi_equal = Signal(), Signal()     # above / equal to the batch's high byte
+        is_hi_over, is_hi_equal = Signal(name="is_hi_over"), Signal(name="is_hi_equal")  # above / equal to the batch's high byte
         m.d.comb += [advance.eq(~byte_valid | consume), fifo.r_en.eq(~held_valid | advance)]
         with m.If(fifo.r_en):
             m.d.sync += [held.eq(fifo.r_data), held_valid.eq(fifo.r_rdy)]

@@ -94,7 +94,7 @@ class CXLVendorTop(wiring.Component):
         wdata = Signal(self.data_width)
         wstrb = Signal(self.data_width // 8)
         m.d.comb += [axi.wdata.eq(wdata), axi.wstrb.eq(wstrb)]
-        aw_done, w_done = Signal(), Signal()
+        aw_done, w_done = Signal(name="aw_done"), Signal(name="w_done")
 
         # BIRsp belongs to the BI-snoop engine: accepted and counted until it is integrated
         m.d.comb += self.m2s_birsp.ready.eq(1)
