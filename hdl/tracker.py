@@ -488,22 +488,14 @@ class Tracker(wiring.Component):
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         cand_over = Signal()                                  # cand's queue read more than the budget this step
         take = Signal()                                       # A takes cand this cycle
-        # (and a copy of the take per group of the registers it steers: "take's copies", below)
-        take_cand, take_ib0, take_ib1, take_cmp, take_look = (
-            Signal(name=n) for n in ("take_cand", "take_ib0", "take_ib1", "take_cmp", "take_look"))
         f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
         pre_move = Signal()                                   # pre enters the FIFO this cycle
         m.d.comb += [pre_move.eq(pre_v & (ib_n != 2)),
                      in_ready.eq(~(pre_v & (ib_n == 2)) & ~clearing)]
         m.d.sync += pre_v.eq(in_fire | (pre_v & ~pre_move))
         nxt = ib[0]                                           # the FIFO's head (a register: it shifts)
-        def moves(t):
-            """(cand is loaded, pre enters ib[0], pre enters ib[1], ib[1] shifts into ib[0]), if
-            ``t`` is the take"""
-            load = (ib_n != 0) & (~cand_v | t)
-            return (load, pre_move & ((ib_n == 0) | ((ib_n == 1) & load)), pre_move & (ib_n == 1) & ~load,
-                    load & (ib_n == 2))
-        load_c = Signal()                                     # (the compares' copy: moves(take_cmp))
+        load_c = Signal()
+        m.d.comb += load_c.eq((ib_n != 0) & (~cand_v | take))
         # The step stage (per queue): an event's step state is written while it is in cand (from
         # cand's registers: the read, the compare and the increment are in different cycles).
         # Items enter cand in order and each is taken, so that is the order of accept. The state
@@ -540,22 +532,22 @@ class Tracker(wiring.Component):
         nxt_over = Signal()
         left_over = Signal()                                  # st_left.step_reads > budget (below)
         m.d.comb += nxt_over.eq(Mux(st_byp, left_over, st_ram.step_reads > self.budget))
-        with m.If(moves(take_cand)[0]):
+        with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
                          cand_bad.eq(nxt_bad), cand_over.eq(nxt_over)]
-        with m.Elif(take_cand):
+        with m.Elif(take):
             m.d.sync += cand_v.eq(0)
         # a shifting FIFO: ib[0] is the head, so the step-state read and everything from the head
         # start at a register (no read-pointer multiplexer)
         wr0, wr1, shift = Signal(name="wr0"), Signal(name="wr1"), Signal(name="shift")
-        m.d.comb += Cat(load_c, wr0, wr1, shift).eq(Cat(*moves(take_cmp)))
-        _, wr0_ib0, _, shift_ib0 = moves(take_ib0)            # (the entries' own copies)
-        wr1_ib1 = moves(take_ib1)[2]
-        with m.If(wr0_ib0):
+        m.d.comb += [wr0.eq(pre_move & ((ib_n == 0) | ((ib_n == 1) & load_c))),
+                     wr1.eq(pre_move & (ib_n == 1) & ~load_c),
+                     shift.eq(load_c & (ib_n == 2))]
+        with m.If(wr0):
             m.d.sync += ib[0].eq(pre)
-        with m.Elif(shift_ib0):
+        with m.Elif(shift):
             m.d.sync += ib[0].eq(ib[1])
-        with m.If(wr1_ib1):
+        with m.If(wr1):
             m.d.sync += ib[1].eq(pre)
         # The entering item's (pre) and the waiting items' (ib[0], ib[1]) equalities with cand,
         # of the address and of the queue, are registers kept up to date as the four move (each
@@ -587,8 +579,8 @@ class Tracker(wiring.Component):
         def st_snoop(same_q, st_old):
             return Mux(cand_writes & same_q, st_left, st_old)
         st_in = st_snoop(q_pre, st_rd.data)
-        m.d.sync += [ib_st[0].eq(Mux(wr0_ib0, st_in, Mux(shift_ib0, st_snoop(q_ib1, ib_st[1]), st_snoop(q_ib0, ib_st[0])))),
-                     ib_st[1].eq(Mux(wr1_ib1, st_in, st_snoop(q_ib1, ib_st[1])))]
+        m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(q_ib1, ib_st[1]), st_snoop(q_ib0, ib_st[0])))),
+                     ib_st[1].eq(Mux(wr1, st_in, st_snoop(q_ib1, ib_st[1])))]
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
@@ -628,23 +620,13 @@ class Tracker(wiring.Component):
         m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
         go = Signal()                                         # cand may be taken this cycle
         m.d.comb += go.eq(room & cand_v & ~wait_pf)
-        rd_ok = Signal()                                      # no read, or the memory takes it
-        m.d.comb += rd_ok.eq(~need_read | self.meta_rd.ready)
-        # take's copies: the take steers some 500 registers (cand, the input FIFO's entries and
-        # compares, accept's lookahead, the in-flight buffer, the counts), and as one net its route
-        # was 3 ns (room → the take → ib_eq, 9.22 ns, board build f1). Each group takes its own
-        # copy, one LUT cell (hdl/_cells.lut4: synthesis does not merge them), with the late
-        # memory ready on the cell's fastest input.
-        for t in (take, take_cand, take_ib0, take_ib1, take_cmp, take_look):
-            m.d.comb += t.eq(lut4(m, platform, lambda ok, r, c, w: ok and r and c and not w,
-                                  (rd_ok, room, cand_v, wait_pf), name=f"{t.name}_lut"))
-        allocs = (sel_e | sel_p) & ~ev_bad                    # a take writes an in-flight entry
         m.d.comb += [
-            take_v.eq(take & sel_v),                          # (a victim request needs no read)
-            take_p.eq(take & sel_p),
-            take_l.eq(take & sel_l),
-            take_e.eq(take & sel_e),
-            f_alloc.eq(take_cmp & allocs),
+            take_v.eq(go & sel_v),
+            take_p.eq(go & sel_p & (~need_read | self.meta_rd.ready)),
+            take_l.eq(go & sel_l & (~need_read | self.meta_rd.ready)),
+            take_e.eq(go & sel_e & (~need_read | self.meta_rd.ready)),
+            take.eq(take_v | take_p | take_l | take_e),
+            f_alloc.eq((take_e | take_p) & ~ev_bad),
             self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
         ]
@@ -780,8 +762,8 @@ class Tracker(wiring.Component):
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
-        with m.If(moves(take_look)[0]):
-            with m.If(take_look & allocs):
+        with m.If(load_c):
+            with m.If(f_alloc):
                 m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a)]
             with m.Else():
                 m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
