@@ -511,25 +511,24 @@ class Tracker(wiring.Component):
         m.d.comb += st_rd.addr.eq(pre.q)
         st_byp = Signal()                                     # the head takes cand's state (below)
         st_nxt = data.View(g.step_layout(), Mux(st_byp, st_left, ib_st[0]))
+        # the step compares are made with both states and chosen after (the bypass is not on
+        # the path from the entry through the compare into accept's lookahead)
         st_ram = data.View(g.step_layout(), ib_st[0])
-        # The head's step against the state it takes (nxt_back: below the queue's step, nxt_new:
-        # above it, so it starts a new step) is chosen from registers: each entry's relation to
-        # its own state (ib_rel_st: the RAM's, or cand's write snooped; none before the queue's
-        # first step), to cand.step (ib_rel_cand) and to cand_st.cur_step (ib_rel_cand_st), kept
-        # up to date as the items move ("the entries' step relations" below), as cand_eqs keeps
-        # the equalities. The step cand leaves (st_left.cur_step) is its queue's step if cand
-        # steps back, else cand's own, so the bypass chooses between the last two by cand_back.
-        # The three 32-bit compares of the head were in front of accept's lookahead (the head's
-        # step → the carry chain → nxt_new → wait_r, 9.21 to 9.79 ns in three of four placements).
-        ib_rel_st = [Signal(2, name=f"ib_rel_st{i}") for i in range(2)]
-        ib_rel_cand = [Signal(2, name=f"ib_rel_cand{i}") for i in range(2)]
-        ib_rel_cand_st = [Signal(2, name=f"ib_rel_cand_st{i}") for i in range(2)]
-        nxt_rel = Signal(2)                                   # (nxt_back, nxt_new)
-        m.d.comb += nxt_rel.eq(Mux(st_byp, Mux(cand_back, ib_rel_cand_st[0], ib_rel_cand[0]), ib_rel_st[0]))
-        nxt_back, nxt_new = nxt_rel[0], nxt_rel[1]
+        # (the step cand leaves, st_left.cur_step, is its queue's step if cand steps back, else
+        # cand's own: the compares are made with both and chosen by cand_back after them, so each
+        # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
+        # the chain → wait_r was 9.80 ns in a board build)
+        nxt_back_c, nxt_new_c = Signal(name="nxt_back_c"), Signal(name="nxt_new_c")
+        m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
+                     nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
+        nxt_back, nxt_new = Signal(name="nxt_back"), Signal(name="nxt_new")
+        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
+                                     st_ram.started & (nxt.step < st_ram.cur_step))),
+                     nxt_new.eq(Mux(st_byp, nxt_new_c,
+                                    st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
-        # the budget compare of dense mode's start, made as the item enters cand (with both states, chosen after)
+        # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
         nxt_over = Signal()
         left_over = Signal()                                  # st_left.step_reads > budget (below)
         m.d.comb += nxt_over.eq(Mux(st_byp, left_over, st_ram.step_reads > self.budget))
@@ -577,36 +576,11 @@ class Tracker(wiring.Component):
                      ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
         m.d.sync += ib_n.eq(ib_n + pre_move - load_c)
         # the entries' step states: the RAM's as an item enters, cand's write of the cycle taken
-        def snoop(same_q, written, old):                     # an entry of the queue cand writes takes cand's write
-            return Mux(cand_writes & same_q, written, old)
         def st_snoop(same_q, st_old):
-            return snoop(same_q, st_left, st_old)
+            return Mux(cand_writes & same_q, st_left, st_old)
         st_in = st_snoop(q_pre, st_rd.data)
         m.d.sync += [ib_st[0].eq(Mux(wr0, st_in, Mux(shift, st_snoop(q_ib1, ib_st[1]), st_snoop(q_ib0, ib_st[0])))),
                      ib_st[1].eq(Mux(wr1, st_in, st_snoop(q_ib1, ib_st[1])))]
-        # the entries' step relations (above), for the items as this cycle's moves leave them:
-        # compares of registers (and of the step RAM's read, as pre enters), chosen by the moves
-        def rel(x, y):                                        # (x < y, x > y)
-            return Cat(x < y, x > y)
-        def rel_left(to_cand, to_cand_st):                    # ... to the step cand leaves
-            return Mux(cand_back, to_cand_st, to_cand)
-        st_rd_v = data.View(g.step_layout(), st_rd.data)
-        pre_cand, pre_cand_st = rel(pre.step, cand.step), rel(pre.step, cand_st.cur_step)
-        pre_left = rel_left(pre_cand, pre_cand_st)
-        ib_left = [rel_left(ib_rel_cand[i], ib_rel_cand_st[i]) for i in range(2)]
-        pre_st = snoop(q_pre, pre_left, Mux(st_rd_v.started, rel(pre.step, st_rd_v.cur_step), 0))
-        m.d.sync += [ib_rel_st[0].eq(Mux(wr0, pre_st, Mux(shift, snoop(q_ib1, ib_left[1], ib_rel_st[1]),
-                                                         snoop(q_ib0, ib_left[0], ib_rel_st[0])))),
-                     ib_rel_st[1].eq(Mux(wr1, pre_st, snoop(q_ib1, ib_left[1], ib_rel_st[1])))]
-        # cand becomes the head when it is loaded (cand.step is then the head's step)
-        pre_head, ib1_head = rel(pre.step, nxt.step), rel(ib[1].step, nxt.step)
-        m.d.sync += [ib_rel_cand[0].eq(Mux(wr0, Mux(load_c, pre_head, pre_cand), Mux(shift, ib1_head, ib_rel_cand[0]))),
-                     ib_rel_cand[1].eq(Mux(wr1, pre_cand, Mux(load_c, ib1_head, ib_rel_cand[1])))]
-        # ... and cand_st the state the head takes (st_nxt)
-        pre_nxt = Mux(st_byp, pre_left, rel(pre.step, st_ram.cur_step))
-        ib1_nxt = Mux(st_byp, ib_left[1], rel(ib[1].step, st_ram.cur_step))
-        m.d.sync += [ib_rel_cand_st[0].eq(Mux(wr0, Mux(load_c, pre_nxt, pre_cand_st), Mux(shift, ib1_nxt, ib_rel_cand_st[0]))),
-                     ib_rel_cand_st[1].eq(Mux(wr1, pre_cand_st, Mux(load_c, ib1_nxt, ib_rel_cand_st[1])))]
 
         # ---------------------------------------------------------------- accept (A)
         retire = Signal()
