@@ -201,8 +201,9 @@ def times_log2_score_max(value):
     return (value << 12) - value
 
 
-def lowest_set(m, vec, width):
-    """(any, index) of the lowest set bit of ``vec``: a binary tree of 2:1 choices."""
+def lowest_set(m, vec, width, name):
+    """(any, index) of the lowest set bit of ``vec``: a binary tree of 2:1 choices (signals
+    ``{name}_any`` and ``{name}_idx``)."""
     def rec(lo, n):
         if n == 1:
             return vec[lo], Const(0, 1)
@@ -212,7 +213,7 @@ def lowest_set(m, vec, width):
         w = _bits(n)
         return va | vb, Mux(va, ia, Const(half, w) + ib)[:w]
     anyset, idx = rec(0, width)
-    a, i = Signal(name="a"), Signal(_bits(width), name="i")
+    a, i = Signal(name=f"{name}_any"), Signal(_bits(width), name=f"{name}_idx")
     m.d.comb += [a.eq(anyset), i.eq(idx)]
     return a, i
 
@@ -1056,8 +1057,8 @@ class Tracker(wiring.Component):
             above = Signal(R)
             m.d.comb += above.eq(ffs_in & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
                                                 for i in range(R)]))
-            hi_any, hi_idx = lowest_set(m, above, R)
-            nx_any, lo_idx = lowest_set(m, ffs_in, R)                # the next lowest: (nx_any, ffs_b)
+            hi_any, hi_idx = lowest_set(m, above, R, "hi")
+            nx_any, lo_idx = lowest_set(m, ffs_in, R, "nx")                # the next lowest: (nx_any, ffs_b)
             ffs_b = Signal(g.bb)
             m.d.comb += ffs_b.eq(Mux(hi_any, hi_idx, lo_idx))
             lo_off = Signal(g.bb)
