@@ -15,8 +15,8 @@ access tracker (hdl/tracker.py) with
 
 CAPS says which blocks are present.
 """
-from amaranth import Cat, Const, Module, Mux, Signal, Value
-from amaranth.hdl import ResetInserter
+from amaranth import Cat, ClockDomain, Const, Module, Mux, Signal, Value
+from amaranth.hdl import DomainRenamer, ResetInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -64,6 +64,15 @@ BI_HOST_CHANNELS = ("m2s_req", "m2s_rwd", "m2s_birsp", "s2m_ndr", "s2m_drs", "s2
 BI_RWD_REFUSED = 7
 #: cycles the evict gate waits before asking again for a line the engine answered Busy
 BI_RETRY_CYCLES = 16
+
+
+def hold_domain(sync: ClockDomain, name: str = "hold") -> ClockDomain:
+    """The domain a parent defines for ``Controller(hold_domain=name)``: ``sync``'s clock signal
+    itself (not a copy made in ``comb``, which Amaranth's simulator would see a delta cycle late,
+    so that registers of the two domains would race) and no reset of its own."""
+    cd = ClockDomain(name, reset_less=True)
+    cd.clk = sync.clk
+    return cd
 
 
 def _previous(m, held, cnt, name):
@@ -219,7 +228,10 @@ class Controller(wiring.Component):
     in flight (frames per queue = ``max_budget``). ``prefetch``: the prefetch engine behind the
     tracker (with a tracker; CAPS.prefetch), configured by PREFETCH/PREFETCH_PERIOD.
     ``tracker_select``: the tracker's victim selection, "ring" or "matrix" (max_budget <= 64;
-    the same decisions, docs/tracker.md "Matrix selection").
+    the same decisions, docs/tracker.md "Matrix selection"). ``hold_domain``: None, or the name of
+    a domain the parent defines with :func:`hold_domain` (sync's clock, no reset), in which the
+    blocks CONTROL.enable = 0 holds cleared then run, with that hold as their only reset (the ECP5
+    board top's timing; :meth:`_cleared_by`).
 
     Ports: ``s_axil`` (AXI4-Lite register slave), ``irq``; with a tracker ``event`` (in) and
     ``decision`` (out) streams (tracker layouts); with 'external' the tracker's memory ports
@@ -230,8 +242,9 @@ class Controller(wiring.Component):
     def __init__(self, n_layers=4, n_kv_heads=2, entries_log2=10, bitags=16, tracker="auto",
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
-                 prefetch=True, host_data=False, bisnoop=False, tracker_select="ring"):
+                 prefetch=True, host_data=False, bisnoop=False, tracker_select="ring", hold_domain=None):
         self.n_layers, self.n_kv_heads = n_layers, n_kv_heads
+        self.hold_domain = hold_domain
         self.tracker_select = tracker_select
         self.entries_log2, self.bitags = entries_log2, bitags
         self.n_buckets = check_n_buckets(n_buckets)
@@ -246,6 +259,8 @@ class Controller(wiring.Component):
             check_select(tracker_select, self.max_budget)
             if prefetch not in (False, True):         # 0 and 1 too (a board's --param)
                 raise ValueError(f"prefetch must be True or False, got {prefetch!r}")
+            if hold_domain is not None and (not isinstance(hold_domain, str) or hold_domain in ("sync", "comb")):
+                raise ValueError(f"hold_domain must be None or the name of a domain other than sync, got {hold_domain!r}")
         except ValueError:
             self._MustUse__silence = True        # never built: no unused-elaboratable warning
             raise
@@ -295,6 +310,21 @@ class Controller(wiring.Component):
 
     def _new_hdm(self):
         return Hdm(self.n_layers, self.n_kv_heads, 1 << self.entries_log2, **HDM_PARAMS)
+
+    def _cleared_by(self, held, block):
+        """``block`` (a sync-domain elaboratable) reset while ``held`` (CONTROL.enable = 0).
+
+        By default it is reset by ``held`` or the sync domain's reset, an OR that synthesis puts in
+        one LUT in front of the reset input of every register of the tracker, its memory and the
+        HDM decode: on the ECP5 board top that net, thousands of loads behind that LUT, was the
+        most frequent failing group at 125 MHz (docs/fpga.md). With ``hold_domain`` the block runs
+        in that domain instead (the parent's, made by :func:`hold_domain`: sync's clock, no reset)
+        and ``held`` is its only reset: ``held`` is a sync register that the sync domain's reset
+        sets, so that reset still clears the block, from the cycle after it is asserted until
+        software enables it (a board's reset lasts many cycles)."""
+        if self.hold_domain is None:
+            return ResetInserter(held)(block)
+        return ResetInserter({self.hold_domain: held})(DomainRenamer({"sync": self.hold_domain})(block))
 
     def _new_tracker(self):
         g = self.geom
@@ -360,14 +390,19 @@ class Controller(wiring.Component):
                      regs.hw_ring_slots_log2.eq(self.max_budget.bit_length() - 1)]
 
         # CONTROL.enable = 0 holds the tracker (and its memory sweep) in reset: a replay starts
-        # from the empty state the policy model starts from
-        held = Signal()
-        m.d.comb += held.eq(~regs.control_enable)
-        m.submodules.tracker = ResetInserter(held)(trk)
+        # from the empty state the policy model starts from. The hold is a flip-flop of its own,
+        # a cycle after the field: it drives the reset input of thousands of registers, and from
+        # the field itself it would go through an inverter LUT first (ECP5 registers reset on a
+        # high input). Every gate of the controller takes the enable from it (`enabled`), so the
+        # blocks leave and enter the hold in the cycle the gates open and close.
+        held = Signal(init=1)
+        m.d.sync += held.eq(~regs.control_enable)
+        enabled = ~held
+        m.submodules.tracker = self._cleared_by(held, trk)
         mem_busy = Const(0, 1)
         if self.placement == "onchip":
             mem = TrackerMemory(g, self._tracker_ports)
-            m.submodules.tracker_memory = ResetInserter(held)(mem)
+            m.submodules.tracker_memory = self._cleared_by(held, mem)
             for name in TrackerMemory.NAMES:
                 if hasattr(mem, name):
                     wiring.connect(m, getattr(trk, name), getattr(mem, name))
@@ -476,12 +511,12 @@ class Controller(wiring.Component):
         open_ = Signal()
         cfg_open = Signal()
         m.d.sync += cfg_open.eq(~trk.busy & ~mem_busy & ~stale & ~div.busy & ~ring_error & ~read_hold)
-        m.d.comb += open_.eq(regs.control_enable & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
+        m.d.comb += open_.eq(enabled & cfg_open & ~self._write_queue_full & ~self._prefetch_hold)
 
         # the HDM decode (held cleared with the tracker); its host inputs wait while disabled
         hdm = self._new_hdm()
-        m.submodules.hdm = ResetInserter(held)(hdm)
-        en = regs.control_enable
+        m.submodules.hdm = self._cleared_by(held, hdm)
+        en = enabled
         if self.bisnoop:                              # the CXL.mem side feeds the data path (below)
             self._access = hdm.signature.members["access"].signature.flip().create(path=("bi_access",))
             self._host_wdata = stream.Signature(512).flip().create(path=("bi_wdata",))
@@ -623,7 +658,8 @@ class Controller(wiring.Component):
         # ring_stale through read_hold) are off the register block's read mux (r_tln_d_value →
         # ring_stale → busy → the read group was a 9.53 ns path at 9a6936e)
         status_busy = Signal()
-        m.d.sync += status_busy.eq(regs.control_enable & (trk.busy | mem_busy | stale | read_hold | div.busy | tier_busy))
+        # (held: the cycle after enable's write, before the blocks leave the hold)
+        m.d.sync += status_busy.eq(regs.control_enable & (held | trk.busy | mem_busy | stale | read_hold | div.busy | tier_busy))
         m.d.comb += regs.status_busy.eq(status_busy)
         counters = {}
         for reg, step in steps.items():
@@ -722,9 +758,9 @@ class Controller(wiring.Component):
 
         # the order queue: one entry per access {direct, tag, write, status, bad}; the line queue
         order_layout = data.StructLayout({"direct": 1, "tag": 16, "write": 1, "status": 2, "bad": 1})
-        m.submodules.host_order = oq = ResetInserter(held)(SyncFIFO(width=order_layout.size, depth=HOST_QUEUE_DEPTH))
-        m.submodules.host_lines = lq = ResetInserter(held)(SyncFIFO(width=lb, depth=HOST_QUEUE_DEPTH))
-        m.submodules.quantizer = qz = ResetInserter(held)(LineQuantizer(tag_width=1))
+        m.submodules.host_order = oq = self._cleared_by(held, SyncFIFO(width=order_layout.size, depth=HOST_QUEUE_DEPTH))
+        m.submodules.host_lines = lq = self._cleared_by(held, SyncFIFO(width=lb, depth=HOST_QUEUE_DEPTH))
+        m.submodules.quantizer = qz = self._cleared_by(held, LineQuantizer(tag_width=1))
         self._host_order, self._host_lines, self._quantizer = oq, lq, qz
         fmt_dp = fmt.read_port(domain="comb")         # the queue's storage format (static while traffic flows)
         m.d.comb += [fmt_dp.addr.eq(R.queue), qz.i.payload.fmt.eq(fmt_dp.data),
@@ -773,7 +809,7 @@ class Controller(wiring.Component):
         order_layout = data.StructLayout({"direct": 1, "tag": 16, "write": 1, "status": 2, "bad": 1})
         head = Signal(order_layout)
         m.d.comb += head.eq(oq.r_data)
-        m.submodules.dequantizer = dq = ResetInserter(held)(LineDequantizer(tag_width=3))
+        m.submodules.dequantizer = dq = self._cleared_by(held, LineDequantizer(tag_width=3))
         hr = tm.host_rsp.payload
         m.d.comb += [
             dq.i.payload.eq(Cat(hr.write, hr.resident, hr.bad, hr.data)),
@@ -804,7 +840,7 @@ class Controller(wiring.Component):
         ``acc``. Beside the tracker, the write bit of every event and prefetch it accepts (prefetches: 0),
         in order, until its decision leaves. Returns (decision fire, counter steps, busy)."""
         # {write, host}: host = an access of the host data path (an HDM event or a lookup)
-        m.submodules.write_queue = wq = ResetInserter(held)(SyncFIFO(width=2 if self.host_data else 1,
+        m.submodules.write_queue = wq = self._cleared_by(held, SyncFIFO(width=2 if self.host_data else 1,
                                                                      depth=WRITE_QUEUE_DEPTH))
         dec, out = trk.decision, self.decision
         d = dec.payload
@@ -873,7 +909,7 @@ class Controller(wiring.Component):
         mover's, driven by the prefetch decision), its inserts go to the tracker's ``prefetch`` input.
         Exact mode holds the event sources until the last demand event's candidates are all inserted.
         Returns (counter steps, busy)."""
-        m.submodules.prefetch = ResetInserter(held)(pf)
+        m.submodules.prefetch = self._cleared_by(held, pf)
         d = trk.decision.payload
         hb = len(d.head)
         m.d.comb += [
@@ -958,7 +994,7 @@ class Controller(wiring.Component):
         """The tier mover behind the tracker (docs/controller.md, "Tier mover"): its commands come from
         the decision fork (:meth:`_elaborate_decisions`). Returns (counter steps, busy)."""
         g = self.geom
-        m.submodules.tiermover = ResetInserter(held)(tm)
+        m.submodules.tiermover = self._cleared_by(held, tm)
         m.d.comb += regs.caps_tiermover.eq(1)
         dec, cmd = trk.decision, tm.cmd
 
@@ -1030,8 +1066,8 @@ class Controller(wiring.Component):
         g = self.geom
         n_lines = bisnoop_lines(g.n_layers, g.n_kv_heads, self.entries_log2, self.tier_lines)
         eng = BISnoopEngine(lines=n_lines, n_tags=self.bitags, park_depth=BI_PARK_DEPTH, data_width=8)
-        m.submodules.bisnoop = ResetInserter(held)(eng)
-        en = regs.control_enable
+        m.submodules.bisnoop = self._cleared_by(held, eng)
+        en = ~held
         m.d.comb += [regs.caps_bisnoop.eq(1), eng.bi_id.eq(0),
                      eng.clear_status.eq(regs.control_counters_clear.replicate(MB.N_ERROR_KINDS))]
 
@@ -1065,8 +1101,8 @@ class Controller(wiring.Component):
 
         # the data path's access queue (and the write data beside it), fed from Req and RwD
         acc_layout = self._access.payload.shape()
-        m.submodules.bi_access_queue = aq = ResetInserter(held)(SyncFIFO(width=acc_layout.size, depth=BI_ACCESS_DEPTH))
-        m.submodules.bi_wdata_queue = wq = ResetInserter(held)(SyncFIFO(width=512, depth=BI_ACCESS_DEPTH))
+        m.submodules.bi_access_queue = aq = self._cleared_by(held, SyncFIFO(width=acc_layout.size, depth=BI_ACCESS_DEPTH))
+        m.submodules.bi_wdata_queue = wq = self._cleared_by(held, SyncFIFO(width=512, depth=BI_ACCESS_DEPTH))
         acc, wd = self._access, self._host_wdata
         acc_head = Signal(acc_layout)
         m.d.comb += [acc_head.eq(aq.r_data), acc.payload.eq(acc_head), acc.valid.eq(aq.r_rdy),
@@ -1283,8 +1319,8 @@ class Controller(wiring.Component):
             reads = 1 << max(1, (tm.max_reads - 1).bit_length())      # the mover keeps <= max_reads reads out
             dram = TierMemory(cfg.dram_lines, cfg.line_bits, cfg.dram_addr_bits, max_reads=reads)
             flash = TierMemory(cfg.flash_lines, cfg.line_bits, cfg.flash_addr_bits, max_reads=reads)
-            m.submodules.tier_dram = ResetInserter(held)(dram)
-            m.submodules.tier_flash = ResetInserter(held)(flash)
+            m.submodules.tier_dram = self._cleared_by(held, dram)
+            m.submodules.tier_flash = self._cleared_by(held, flash)
             for mem, req, resp in ((dram, tm.dram_req, tm.dram_resp), (flash, tm.flash_req, tm.flash_resp)):
                 m.d.comb += [mem.req.valid.eq(req.valid), mem.req.payload.addr.eq(req.payload.addr),
                              mem.req.payload.write.eq(req.payload.write), mem.req.payload.wdata.eq(req.payload.wdata),
@@ -1295,6 +1331,38 @@ class Controller(wiring.Component):
         else:
             for name in TIER_MEMORY_PORTS:
                 wiring.connect(m, getattr(tm, name), wiring.flipped(getattr(self, name)))
+
+
+class HoldDomainController(wiring.Component):
+    """``Controller(hold_domain="hold", **params)`` as a top of its own, the way a board top
+    builds it: the Controller's ports, plus ``clk`` and ``rst`` of the sync domain defined here,
+    with the hold domain (:func:`hold_domain`) beside it. For simulating that structure (the
+    Verilator harness, tests/test_controller.py); in the default structure the Controller is
+    the top itself."""
+
+    def __init__(self, **params):
+        self.controller = Controller(hold_domain="hold", **params)
+        members = dict(self.controller.signature.members)
+        if {"clk", "rst"} & set(members):
+            raise ValueError("the Controller has a port named clk or rst")
+        super().__init__({**members, "clk": In(1), "rst": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        cd = ClockDomain("sync")
+        cd.clk, cd.rst = self.clk, self.rst       # the ports themselves: no copy in comb (see hold_domain)
+        m.domains.sync = cd
+        m.domains.hold = hold_domain(cd, "hold")
+        m.submodules.controller = ctl = self.controller
+        for name, member in ctl.signature.members.items():
+            outer, inner = getattr(self, name), getattr(ctl, name)
+            if member.is_signature:
+                wiring.connect(m, wiring.flipped(outer), inner)
+            elif member.flow == Out:
+                m.d.comb += outer.eq(inner)
+            else:
+                m.d.comb += inner.eq(outer)
+        return m
 
 
 def verilog_tops():

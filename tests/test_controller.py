@@ -1003,3 +1003,27 @@ def _concat_traces(parts):
     a = {k: np.concatenate(v) for k, v in cols.items()}
     return Trace(a["step"].astype(np.int32), a["layer"], a["head"], a["pos"], a["op"], a["score"],
                  parts[0].n_layers, parts[0].n_kv_heads).validate()
+
+
+# ------------------------------------------------------------------ the board top's structure
+
+def test_replay_in_the_board_structure_equals_policy_hw():
+    """The ECP5 board top builds the controller with ``hold_domain`` (the blocks CONTROL.enable = 0
+    holds cleared run in a domain whose only reset is that hold; hdl/boards/ecp5.py): that structure,
+    with the board's parameters (matrix selection, 16 slots), in the Verilator harness. Every
+    decision of replays at several budgets and settings equals `policy replay --policy hw`; each
+    replay starts from the cleared state (CONTROL.enable 0 -> 1), and a replay that ended mid-way
+    (refused) leaves nothing behind."""
+    from cxlkv.hdl.boards.ulx3s import CONTROLLER
+    from cxlkv.hdl.controller import HoldDomainController
+    t = SimTransport(top=HoldDomainController(**CONTROLLER), top_name="controller_hold")
+    dev = _device(t)
+    try:
+        trace = random_trace(np.random.default_rng(11), n=3000)
+        for entries, params in [(4, {}), (16, {"hw_pinned": 3, "hw_alpha": 0x7000, "hw_tau": 3}),
+                                (6, {"hw_rank_tau": 4, "hw_rank_tau_long": 16, "hw_bucket_bits": 1}),
+                                (2, {"hw_pinned": 2, "hw_tau": 5000})]:
+            _check_replay(dev, trace, entries, **params)
+    finally:
+        dev._loop.run_until_complete(t.close())
+        dev._loop.close()

@@ -149,12 +149,17 @@ class BoardTop(Elaboratable):
             raise
 
     def elaborate(self, platform):
+        from cxlkv.hdl.controller import hold_domain
         from cxlkv.hdl.uartbridge import BridgedController
         m = Module()
         board = self.board
         m.submodules.clk_in = clk_in = io.Buffer("i", platform.request(board.clock, 0, dir="-"))
         m.submodules.pll = pll = ECP5PLL(clk_in.i, board.clock_mhz, self.core_mhz)
-        m.domains.sync = ClockDomain("sync")
+        m.domains.sync = cd_sync = ClockDomain("sync")
+        # the blocks that CONTROL.enable = 0 holds cleared run on the same clock with that hold as
+        # their only reset, so their thousands of reset inputs hang off one flip-flop, not off a
+        # LUT that ORs it with this domain's reset (Controller._cleared_by)
+        m.domains.hold = hold_domain(cd_sync, "hold")
         # no FREQUENCY constraint is needed: nextpnr derives the PLL output's from CLKI and the dividers
         m.d.comb += ClockSignal("sync").eq(pll.clk_out)
 
@@ -173,7 +178,8 @@ class BoardTop(Elaboratable):
         m.d.reset_sync += reset_q.eq(ResetSignal("reset_sync"))
         m.d.comb += ResetSignal("sync").eq(reset_q)
 
-        m.submodules.core = core = BridgedController(divisor=self.divisor, controller=self.controller)
+        m.submodules.core = core = BridgedController(divisor=self.divisor,
+                                                          controller={**self.controller, "hold_domain": "hold"})
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = uart_rx = io.Buffer("i", uart.rx)
         m.submodules.uart_tx = uart_tx = io.Buffer("o", uart.tx)
