@@ -227,7 +227,13 @@ class RegisterBlock(wiring.Component):
                     pulses[(reg.name, f.name)] = getattr(self, port_name(reg, f))
                     m.d.sync += getattr(self, port_name(reg, f)).eq(0)
 
-        with m.FSM():
+        # each writable register's write enable, registered in WRITE_SEL from the state, the
+        # select and the range flag, so that in WRITE a register's enable is one flip-flop (from
+        # the FSM's state through the decode to the enables of registers all over the part was
+        # a failing group of the board top at 125 MHz, 305 endpoints in one build)
+        write_en = {reg.name: Signal(name=f"we_{reg.name.lower()}") for reg in writable}
+
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(bus.awvalid & bus.wvalid):
                     m.d.comb += [bus.awready.eq(1), bus.wready.eq(1)]
@@ -240,25 +246,22 @@ class RegisterBlock(wiring.Component):
                     m.next = "READ"
 
             with m.State("CHECK"):                   # the range flags and the decode settle
-                m.next = "WRITE"
+                m.next = "WRITE_SEL"
 
-            with m.State("WRITE"):
+            with m.State("WRITE_SEL"):               # the write enables load (below)
                 with m.If(ext_wr):
                     m.d.comb += self.ext.we.eq(1)
                     m.next = "WRITE_EXT"
                 with m.Else():
-                    m.next = "BRESP"
+                    m.next = "WRITE"
                     with m.If(refused):
                         m.d.sync += [store[("STATUS", "cfg_reject")].eq(1),
                                      store[("IRQ_STATUS", "cfg_reject")].eq(1),
                                      store[("REJECT_ADDR", "addr")].eq(addr)]
                     m.d.sync += resp.eq(Mux(write_hit & ~refused, OKAY, SLVERR))
-                    for reg in writable:        # one-hot selects: at most one of these applies
-                        ok = sel_of[(reg.name, 0)]
-                        if reg.name in refuse:
-                            ok = ok & ~refuse[reg.name]
-                        with m.If(ok):
-                            self._write_register(m, reg, store, pulses, wdata, bmask)
+
+            with m.State("WRITE"):                   # the addressed register takes the write
+                m.next = "BRESP"
 
             with m.State("WRITE_EXT"):
                 m.d.sync += resp.eq(Mux(self.ext.err, SLVERR, OKAY))
@@ -298,6 +301,14 @@ class RegisterBlock(wiring.Component):
                 m.d.comb += [bus.rvalid.eq(1), bus.rdata.eq(rdata), bus.rresp.eq(resp)]
                 with m.If(bus.rready):
                     m.next = "IDLE"
+
+        for reg in writable:                    # one-hot selects: at most one of these applies
+            ok = fsm.ongoing("WRITE_SEL") & ~ext_wr & sel_of[(reg.name, 0)]
+            if reg.name in refuse:
+                ok = ok & ~refuse[reg.name]
+            m.d.sync += write_en[reg.name].eq(ok)
+            with m.If(write_en[reg.name]):
+                self._write_register(m, reg, store, pulses, wdata, bmask)
 
         # Every register's range check on the latched write, registered every cycle (no
         # enable: off the FSM's decode). wdata is latched in IDLE and the stored fields do not

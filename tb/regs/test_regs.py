@@ -301,7 +301,7 @@ async def _latency(dut, start, done, op):
 
 
 #: cycles from the address handshake to the response (docs/regs.md)
-LATENCY = {"read": 4, "read_ext": 4, "write": 3, "write_ext": 4}
+LATENCY = {"read": 4, "read_ext": 4, "write": 4, "write_ext": 4}
 
 
 @cocotb.test()
