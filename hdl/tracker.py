@@ -617,20 +617,16 @@ class Tracker(wiring.Component):
         t_fwd = Signal(S.STEP_BITS)                           # the matched record's step
         m.d.comb += t_fwd.eq(_onehot_read(match, f_step))
         wait_pf = wait_r
-        # cand needs a metadata read: ~sel_v & ~ev_bad & ~fwd_r, a register of its own kept with
-        # fwd_r ("Accept's registers for the next cycle", below), so that the take is one function
-        # of five registers and the memory's ready (from cand's source, its bad flag and fwd_r
-        # it was three LUT levels, in front of every register the take steers)
         need_read = Signal()
+        m.d.comb += need_read.eq(~sel_v & ~ev_bad & ~fwd_any)
         go = Signal()                                         # cand may be taken this cycle
         m.d.comb += go.eq(room & cand_v & ~wait_pf)
-        # (a vector, sel_v, never reads: take is go & (~need_read | ready) for every source)
         m.d.comb += [
-            take.eq(go & (~need_read | self.meta_rd.ready)),
-            take_v.eq(take & sel_v),
-            take_p.eq(take & sel_p),
-            take_l.eq(take & sel_l),
-            take_e.eq(take & sel_e),
+            take_v.eq(go & sel_v),
+            take_p.eq(go & sel_p & (~need_read | self.meta_rd.ready)),
+            take_l.eq(go & sel_l & (~need_read | self.meta_rd.ready)),
+            take_e.eq(go & sel_e & (~need_read | self.meta_rd.ready)),
+            take.eq(take_v | take_p | take_l | take_e),
             f_alloc.eq((take_e | take_p) & ~ev_bad),
             self.meta_rd.valid.eq(go & need_read),
             self.meta_rd.payload.addr.eq(ev_addr),
@@ -767,17 +763,13 @@ class Tracker(wiring.Component):
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
-        nr_n = (nxt.src != SRC_V) & ~nxt_bad                 # need_read's terms of the head
         with m.If(load_c):
             with m.If(f_alloc):
-                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a),
-                             need_read.eq(nr_n & ~same_addr & (m_n == 0))]
+                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a)]
             with m.Else():
-                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n),
-                             need_read.eq(nr_n & (m_n == 0))]
+                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
         with m.Else():
-            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay),
-                         need_read.eq(~sel_v & ~ev_bad & (m_stay == 0))]
+            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
         # room after this cycle: fewer than D - 1 in flight (n_inflight + take - retire < D - 1)
         # (and not clearing after this cycle: ~clearing & room_r in front of accept's take was a
         # LUT level on the path into the input FIFO's enables, 9.28 ns in a board build)
