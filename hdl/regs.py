@@ -312,8 +312,8 @@ class RegisterBlock(wiring.Component):
 
         # Every register's range check on the latched write, registered every cycle (no
         # enable: off the FSM's decode). wdata is latched in IDLE and the stored fields do not
-        # change in CHECK, so in WRITE the flags describe the write in flight; WRITE only
-        # selects the addressed one. Compare chains, decode and update then take two cycles.
+        # change in CHECK, so in WRITE_SEL the flags describe the write in flight; WRITE_SEL only
+        # selects the addressed one. Compare chains, decode, enable and update take three cycles.
         for reg in ranged:
             m.d.sync += refuse[reg.name].eq(self._out_of_range(m, reg, store, wdata, bmask))
 

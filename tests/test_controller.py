@@ -1012,10 +1012,13 @@ def test_replay_in_the_board_structure_equals_policy_hw():
     holds cleared run in a domain whose only reset is that hold; hdl/boards/ecp5.py): that structure,
     with the board's parameters (matrix selection, 16 slots), in the Verilator harness. Every
     decision of replays at several budgets and settings equals `policy replay --policy hw`; each
-    replay starts from the cleared state (CONTROL.enable 0 -> 1), and a replay that ended mid-way
-    (refused) leaves nothing behind."""
+    replay starts from the cleared state (CONTROL.enable 0 -> 1). A hold_domain that is not a
+    domain of its own is refused."""
     from cxlkv.hdl.boards.ulx3s import CONTROLLER
-    from cxlkv.hdl.controller import HoldDomainController
+    from cxlkv.hdl.controller import Controller, HoldDomainController
+    for bad in ("sync", "comb", 1):
+        with pytest.raises(ValueError, match="hold_domain must be None or the name of a domain"):
+            Controller(hold_domain=bad)
     t = SimTransport(top=HoldDomainController(**CONTROLLER), top_name="controller_hold")
     dev = _device(t)
     try:
