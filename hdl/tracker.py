@@ -1058,7 +1058,7 @@ class Tracker(wiring.Component):
             m.d.comb += above.eq(ffs_in & Cat(*[Const(i, g.bb) >= base_idx if i < R - 1 else Const(1, 1)
                                                 for i in range(R)]))
             hi_any, hi_idx = lowest_set(m, above, R, "hi")
-            nx_any, lo_idx = lowest_set(m, ffs_in, R, "nx")                # the next lowest: (nx_any, ffs_b)
+            nx_any, lo_idx = lowest_set(m, ffs_in, R, "nx")          # the next lowest: (nx_any, ffs_b)
             ffs_b = Signal(g.bb)
             m.d.comb += ffs_b.eq(Mux(hi_any, hi_idx, lo_idx))
             lo_off = Signal(g.bb)
