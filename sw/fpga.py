@@ -217,7 +217,9 @@ def _nextpnr_args(build: Path, name: str) -> list:
 def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> list:
     """Place and route a build's netlist (``<build>/top.json``) again with each of nextpnr's ``seeds``,
     each into ``<build>/seed<k>/`` with the build's own options, ``jobs`` at a time; returns
-    ``[(seed, Report)]`` in the order of ``seeds``.
+    ``[(seed, Report or None, error or None)]`` in the order of ``seeds``: a run that fails (a
+    nextpnr error, or a run stopped by hand because it does not converge) gives its error, and
+    the other seeds' results are kept.
 
     Placement is deterministic for a netlist and a seed, and on the board top the seeds spread
     fmax by 4 to 10 MHz (docs/fpga.md): a change of that size is judged over several seeds. The
@@ -242,8 +244,8 @@ def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> li
             rc = subprocess.run([nextpnr, *args, "--seed", str(seed)], cwd=d, stdout=out, stderr=subprocess.STDOUT).returncode
         tim = d / f"{name}.tim"
         if rc != 0:
-            raise CxlkvError(f"nextpnr with --seed {seed} failed (exit {rc}); see {d / 'nextpnr.out'} and {tim}")
-        return seed, parse_report(tim.read_text())
+            return seed, None, f"nextpnr with --seed {seed} failed (exit {rc}); see {d / 'nextpnr.out'} and {tim}"
+        return seed, parse_report(tim.read_text()), None
 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -307,15 +309,21 @@ def main(argv=None):
             return 0
         if args.cmd == "seeds":
             results = seed_sweep(args.build, args.seeds, args.jobs)
-            fmax = []
-            for seed, rep in results:
+            fmax, failed = {}, []
+            for seed, rep, error in results:
+                if error:
+                    failed.append(seed)
+                    print(f"error: {error}", file=sys.stderr)
+                    continue
                 got, want = min(rep.clocks.values())
-                fmax.append(got)
+                fmax[seed] = got
                 print(f"seed {seed}: {got:.2f} MHz ({'PASS' if got >= want else 'FAIL'} at {want:.2f} MHz), "
                       f"{args.build / f'seed{seed}' / 'top.tim'}")
-            print(f"seeds {' '.join(map(str, args.seeds))}: min {min(fmax):.2f}, mean {sum(fmax) / len(fmax):.2f}, "
-                  f"max {max(fmax):.2f} MHz")
-            return 0
+            if fmax:
+                v = list(fmax.values())
+                print(f"seeds {' '.join(map(str, fmax))}: min {min(v):.2f}, mean {sum(v) / len(v):.2f}, "
+                      f"max {max(v):.2f} MHz" + (f" (without {' '.join(map(str, failed))}: failed)" if failed else ""))
+            return 2 if failed else 0
         if args.cmd == "report":
             if not args.log.is_file():
                 raise CxlkvError(f"{args.log}: no such file")

@@ -285,8 +285,14 @@ def test_seed_sweep_runs_each_seed_on_the_builds_netlist(tmp_path, monkeypatch, 
 
 def test_seed_sweep_errors(tmp_path, monkeypatch, capsys):
     build = _seed_build(tmp_path, monkeypatch, fail_seed=3)
-    assert fpga.main(["seeds", str(build), "--seeds", "2", "3"]) == 2
-    assert "nextpnr with --seed 3 failed (exit 3)" in capsys.readouterr().err
+    # a failed (or stopped) run is reported, and the seeds that finished are still printed
+    assert fpga.main(["seeds", str(build), "--seeds", "2", "3", "4"]) == 2
+    got = capsys.readouterr()
+    assert "nextpnr with --seed 3 failed (exit 3)" in got.err
+    assert "seed 2: 102.00 MHz" in got.out and "seed 4: 104.00 MHz" in got.out
+    assert "seeds 2 4: min 102.00, mean 103.00, max 104.00 MHz (without 3: failed)" in got.out
+    assert fpga.main(["seeds", str(build), "--seeds", "3"]) == 2
+    assert "seeds" not in capsys.readouterr().out
     assert fpga.main(["seeds", str(build), "--seeds", "2", "2"]) == 2
     assert "distinct positive" in capsys.readouterr().err
     assert fpga.main(["seeds", str(tmp_path), "--seeds", "2"]) == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import Event, ReadOnly, RisingEdge, with_timeout
 
 from cxlkv.hdl.tracker import INFLIGHT, Geometry
 from cxlkv.models import policy as P
@@ -25,6 +25,15 @@ from cxlkv.models.trace import load_trace, save_trace
 from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream, env_int, offer,
                              params, report_metric, test_rng)
 from cxlkv.tb.tracker.memory import SplitChannelMemory
+
+#: No handshake on any port for this many cycles while a record or request is offered or a decision
+#: or answer is owed: the tracker is stuck, and the test fails with what waits instead of running
+#: until pytest's timeout. The longest legitimate wait (a memory stall, an output held not ready,
+#: the reset sweep) is a few hundred cycles.
+STALL_CYCLES = 20_000
+
+#: Reset sweeps every slot and bucket; no geometry of the benches takes this long.
+RESET_CYCLES = 200_000
 
 
 class TrackerEnv:
@@ -63,6 +72,11 @@ class TrackerEnv:
         self._recent = []                  # (queue, position) of the last accepted events / prefetch inserts
         self._last_ev = None
         self._last_pf = None
+        self.stall_limit = STALL_CYCLES
+        self.raise_on_stall = True         # False: a test of the watchdog waits on `stalled` instead
+        self.stalled = Event()
+        self.stall_report = None
+        self.idle = 0                      # cycles without a handshake while something waits
 
     def expected_decision(self, ev):
         g = self.geom
@@ -170,8 +184,12 @@ class TrackerEnv:
         for run in runners:
             cocotb.start_soon(run)
         cocotb.start_soon(self._monitor())
-        while int(dut.busy.value):
+        for _ in range(RESET_CYCLES):
+            if not int(dut.busy.value):
+                break
             await RisingEdge(dut.clk)
+        else:
+            raise AssertionError(f"tracker still busy {RESET_CYCLES} cycles after reset")
 
     def attach_memory(self, rng, *, meta_ready=1.0, latency=1, jitter=0):
         """The metadata memory on the tracker's split channels; returns the coroutines to start."""
@@ -188,7 +206,9 @@ class TrackerEnv:
             await RisingEdge(dut.clk)
             await ReadOnly()
             self.cycles += 1
+            moved = False
             if self.ev_port.valid.value and self.ev_port.ready.value:
+                moved = True
                 ev = self.ev_pack.unpack(int(self.ev_port.payload.value))
                 exp = self.expected_decision(ev)
                 if self.accepted == self.corrupt_at:
@@ -200,19 +220,23 @@ class TrackerEnv:
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
             if self.pf_port.valid.value and self.pf_port.ready.value:
+                moved = True
                 self.sb.expect(self.expected_prefetch(self.pf_pack.unpack(int(self.pf_port.payload.value))))
                 self.last_accept = self.cycles
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
             if self.lk_port.valid.value and self.lk_port.ready.value:
+                moved = True
                 self.sb.expect(self.expected_lookup(self.pf_pack.unpack(int(self.lk_port.payload.value))))
                 self.last_accept = self.cycles
                 self.accept_cycles.append(self.cycles)
                 self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
+                moved = True
                 self.vsb.expect(self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value))))
                 self.vaccepted += 1
             if self.dec_port.valid.value and self.dec_port.ready.value:
+                moved = True
                 o = self.dec_pack.unpack(int(self.dec_port.payload.value))
                 self.sb.actual((o["layer"], o["head"], o["position"], o["hit"], o["inserted"], o["victim_valid"],
                                 o["no_victim"], o["error"], o["victim"], o["slot"], o["prefetch"], o["lookup"]))
@@ -226,9 +250,28 @@ class TrackerEnv:
                 acc[1] += 1
                 self.emitted += 1
             if self.va_port.valid.value and self.va_port.ready.value:
+                moved = True
                 o = self.va_pack.unpack(int(self.va_port.payload.value))
                 self.vsb.actual((o["layer"], o["head"], o["valid"], o["locked"], o["error"], o["victim"]))
                 self.vemitted += 1
+            self._watch(moved)
+
+    def _watch(self, moved):
+        """The stall watchdog: counts cycles without a handshake while something waits on the tracker."""
+        offered = [name for name, port in (("event", self.ev_port), ("prefetch", self.pf_port),
+                                           ("lookup", self.lk_port), ("victim_req", self.vq_port))
+                   if port.valid.value]
+        owed = self.emitted < self.accepted or self.vemitted < self.vaccepted
+        self.idle = 0 if moved or not (offered or owed) else self.idle + 1
+        if self.idle == self.stall_limit:
+            self.stall_report = (
+                f"tracker stalled: no handshake for {self.idle} cycles (cycle {self.cycles}); offered: "
+                f"{', '.join(offered) or 'nothing'}; {self.accepted - self.emitted} decision(s) and "
+                f"{self.vaccepted - self.vemitted} victim answer(s) owed; decision ready "
+                f"{int(self.dec_port.ready.value)}, busy {int(self.dut.busy.value)}")
+            self.stalled.set()
+            if self.raise_on_stall:
+                raise AssertionError(self.stall_report)
 
     async def drain(self, timeout=20_000):
         for _ in range(timeout):
@@ -644,6 +687,22 @@ async def test_scoreboard_catches_corruption(dut):
     await env.drain()
     env.sb.assert_caught_one(index=200, log=dut._log)
 
+
+
+@cocotb.test()
+async def test_watchdog_catches_a_stall(dut):
+    """Negative test of the stall watchdog: with the decision output never ready the tracker fills
+    and stops taking events; the watchdog must report it, naming what waits."""
+    trace = tracegen.synth("mixed", n_layers=2, n_kv_heads=2, prefill=32, steps=16, seed=3)
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 4))
+    env.stall_limit, env.raise_on_stall = 300, False
+    await env.start()
+    env.dec_port.ready.value = 0
+    cocotb.start_soon(drive_stream(dut.clk, env.ev_port, env.ev_pack, trace_events(trace)[:200], test_rng()))
+    await with_timeout(env.stalled.wait(), 20_000, "ns")
+    assert "offered: event" in env.stall_report and "decision ready 0" in env.stall_report, env.stall_report
+    assert env.accepted > env.emitted == 0
+    dut._log.info("watchdog: %s", env.stall_report)
 
 @cocotb.test()
 async def test_throughput(dut):
