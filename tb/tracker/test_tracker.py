@@ -28,8 +28,8 @@ from cxlkv.tb.tracker.memory import SplitChannelMemory
 
 #: No handshake on any port for this many cycles while a record or request is offered or a decision
 #: or answer is owed: the tracker is stuck, and the test fails with what waits instead of running
-#: until pytest's timeout. The longest legitimate wait (a memory stall, an output held not ready,
-#: the reset sweep) is a few hundred cycles.
+#: until pytest's timeout. The waits these benches make on purpose (memory stalls and late read
+#: data, output backpressure) are bursts of a few cycles; the reset sweep has its own bound.
 STALL_CYCLES = 20_000
 
 #: Reset sweeps every slot and bucket; no geometry of the benches takes this long.
@@ -688,7 +688,6 @@ async def test_scoreboard_catches_corruption(dut):
     env.sb.assert_caught_one(index=200, log=dut._log)
 
 
-
 @cocotb.test()
 async def test_watchdog_catches_a_stall(dut):
     """Negative test of the stall watchdog: with the decision output never ready the tracker fills
@@ -703,6 +702,7 @@ async def test_watchdog_catches_a_stall(dut):
     assert "offered: event" in env.stall_report and "decision ready 0" in env.stall_report, env.stall_report
     assert env.accepted > env.emitted == 0
     dut._log.info("watchdog: %s", env.stall_report)
+
 
 @cocotb.test()
 async def test_throughput(dut):
