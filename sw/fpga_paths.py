@@ -68,6 +68,7 @@ class TimingGraph:
     edges: dict = field(default_factory=lambda: defaultdict(list))   # pin -> [(pin, ns)]
     launch: dict = field(default_factory=dict)                        # register output pin -> clock-to-out ns
     setup: dict = field(default_factory=dict)                         # register input pin -> setup ns
+    wires: set = field(default_factory=set)                           # (pin, pin) arcs that are routing
 
 
 def load_sdf(path: Path) -> TimingGraph:
@@ -109,6 +110,7 @@ def load_sdf(path: Path) -> TimingGraph:
                                 g.edges[f"{inst}/{src}"].append((f"{inst}/{dst}", d))
                         elif arc[0] == "INTERCONNECT" and len(arc) >= 4:
                             g.edges[arc[1]].append((arc[2], _delay(arc[3], source) * scale))
+                            g.wires.add((arc[1], arc[2]))
             elif sub[0] == "TIMINGCHECK":
                 for check in sub[1:]:
                     if check[0] in ("SETUPHOLD", "SETUP") and len(check) >= 4:
@@ -130,6 +132,7 @@ class Analysis:
     endpoints: list          # [(arrival + setup ns, pin)], worst first
     arrival: dict
     pred: dict
+    wires: set = field(default_factory=set)
 
     @cached_property
     def failing(self) -> list:
@@ -152,6 +155,23 @@ class Analysis:
             e[0] += 1
             e[1] = max(e[1], t)
         return sorted(((k, c, w) for k, (c, w) in groups.items()), key=lambda r: (-r[2], r[0]))
+
+    def levels(self, pin: str) -> int:
+        """LUT levels on the worst path to ``pin``: the LUT outputs (``F``) it passes. A PFU mux
+        behind its LUT (a wider LUT in one slice) and a carry chain add none."""
+        return sum(1 for _, p in self.path(pin)[1:] if p.endswith("/F"))
+
+    def route_ns(self, pin: str) -> float:
+        """The routing part of the worst path's delay to ``pin`` (its INTERCONNECT arcs)."""
+        path = self.path(pin)
+        return sum(t1 - t0 for (t0, p0), (t1, p1) in zip(path, path[1:]) if (p0, p1) in self.wires)
+
+    def by_levels(self) -> list:
+        """[(LUT levels, failing endpoints, worst ns, routing's mean share of their delay)], by levels."""
+        groups = defaultdict(list)
+        for t, pin in self.failing:
+            groups[self.levels(pin)].append((t, self.route_ns(pin) / self.arrival[pin]))
+        return [(lv, len(v), max(t for t, _ in v), sum(r for _, r in v) / len(v)) for lv, v in sorted(groups.items())]
 
     def by_start(self) -> list:
         """[(signal, failing endpoints whose worst path starts there)], most first."""
@@ -179,7 +199,7 @@ def analyse(g: TimingGraph, period: float) -> Analysis:
     if seen != len(nodes):
         raise CxlkvError(f"combinational loop in the SDF: {len(nodes) - seen} pins never settle")
     ends = sorted(((arrival[p] + s, p) for p, s in g.setup.items() if p in arrival), reverse=True)
-    return Analysis(period, ends, arrival, pred)
+    return Analysis(period, ends, arrival, pred, g.wires)
 
 
 def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
@@ -194,6 +214,9 @@ def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
         lines += [f"{c:7d} {w:8.2f}  {k}" for k, c, w in a.by_end()[:groups]]
         lines += ["", "failing endpoints by the register their worst path starts from:", f"{'count':>7}  signal"]
         lines += [f"{c:7d}  {k}" for k, c in a.by_start()[:groups]]
+        lines += ["", "failing endpoints by the LUT levels of their worst path (a PFU mux or carry chain adds none):",
+                  f"{'levels':>7} {'count':>7} {'worst ns':>8}  routing's share of the delay (mean)"]
+        lines += [f"{lv:7d} {c:7d} {w:8.2f}  {r:.2f}" for lv, c, w, r in a.by_levels()]
     for t, pin in a.endpoints[:paths]:
         lines += ["", f"path to {pin}: {t:.2f} ns (arrival, ns, at each pin)"]
         lines += [f"  {at:6.2f}  {p}" for at, p in a.path(pin)]

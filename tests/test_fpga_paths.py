@@ -80,6 +80,9 @@ def test_worst_path_is_the_latest_arrival(design):
     assert [p for _, p in a.path(pin)] == ["a.q_TRELLIS_FF_Q/Q", "l/A", "l/F", "b.q_TRELLIS_FF_Q_3/DI"]
     assert dict((p, t) for t, p in a.endpoints)["d.q_TRELLIS_FF_Q/CE"] == pytest.approx(0.9)
     assert not a.failing
+    # one LUT; 2.5 ns of its 3.25 ns arrival are the two routes (the LUT's 0.25 and clock-to-out are not)
+    assert a.levels(pin) == 1 and a.levels("d.q_TRELLIS_FF_Q/CE") == 0
+    assert a.route_ns(pin) == pytest.approx(2.5) and a.route_ns("d.q_TRELLIS_FF_Q/CE") == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize("period,failing", [(3.55, 0), (3.5, 1), (0.85, 2)])
@@ -89,6 +92,7 @@ def test_failing_endpoints_at_a_period(design, period, failing):
     if failing:
         assert a.by_start() == [("a.q", failing)]
         assert a.by_end()[0] == ("b.q", 1, pytest.approx(3.55))
+        assert a.by_levels()[-1] == (1, 1, pytest.approx(3.55), pytest.approx(2.5 / 3.25))
 
 
 def test_signal_names_drop_the_cell_suffix():
@@ -102,6 +106,7 @@ def test_cli_reports_counts_and_the_path(design, capsys):
     out = capsys.readouterr().out
     assert "worst 3.55 ns" in out and "1 fail at 3.5 ns" in out
     assert "      1     3.55  b.q" in out and "l/F" in out
+    assert "      1       1     3.55  0.77" in out
 
 
 @pytest.mark.parametrize("text,message", [
