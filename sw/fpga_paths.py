@@ -173,6 +173,24 @@ class Analysis:
             groups[self.levels(pin)].append((t, self.route_ns(pin) / self.arrival[pin]))
         return [(lv, len(v), max(t for t, _ in v), sum(r for _, r in v) / len(v)) for lv, v in sorted(groups.items())]
 
+    @cached_property
+    def loads(self) -> Counter:
+        """Routed loads per driving pin (its INTERCONNECT arcs)."""
+        return Counter(src for src, _ in self.wires)
+
+    def wide_nets(self, min_loads: int = 64) -> list:
+        """[(driving pin, loads, failing endpoints whose worst path passes it, its worst route ns)] for
+        the nets of ``min_loads`` loads or more on failing paths, most paths first: the nets whose
+        routes a copy per group of loads would shorten."""
+        paths, worst = Counter(), {}
+        for _, pin in self.failing:
+            path = self.path(pin)
+            for (t0, p0), (t1, p1) in zip(path, path[1:]):
+                if (p0, p1) in self.wires and self.loads[p0] >= min_loads:
+                    paths[p0] += 1
+                    worst[p0] = max(worst.get(p0, 0.0), t1 - t0)
+        return [(p0, self.loads[p0], c, worst[p0]) for p0, c in sorted(paths.items(), key=lambda r: (-r[1], r[0]))]
+
     def by_start(self) -> list:
         """[(signal, failing endpoints whose worst path starts there)], most first."""
         return sorted(Counter(signal_of(self.path(pin)[0][1]) for _, pin in self.failing).items(),
@@ -217,6 +235,10 @@ def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
         lines += ["", "failing endpoints by the LUT levels of their worst path (a PFU mux or carry chain adds none):",
                   f"{'levels':>7} {'count':>7} {'worst ns':>8}  routing's share of the delay (mean)"]
         lines += [f"{lv:7d} {c:7d} {w:8.2f}  {r:.2f}" for lv, c, w, r in a.by_levels()]
+        wide = a.wide_nets()
+        lines += ["", f"nets of 64 loads or more on failing paths: {len(wide)} (paths through each, its worst route):",
+                  f"{'paths':>7} {'loads':>7} {'route ns':>8}  driving pin"]
+        lines += [f"{c:7d} {n:7d} {r:8.2f}  {p0}" for p0, n, c, r in wide[:groups]]
     for t, pin in a.endpoints[:paths]:
         lines += ["", f"path to {pin}: {t:.2f} ns (arrival, ns, at each pin)"]
         lines += [f"  {at:6.2f}  {p}" for at, p in a.path(pin)]

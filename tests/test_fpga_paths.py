@@ -93,6 +93,10 @@ def test_failing_endpoints_at_a_period(design, period, failing):
         assert a.by_start() == [("a.q", failing)]
         assert a.by_end()[0] == ("b.q", 1, pytest.approx(3.55))
         assert a.by_levels()[-1] == (1, 1, pytest.approx(3.55), pytest.approx(2.5 / 3.25))
+        # a.q drives two loads (l/A and d's CE): a wide net at a threshold of 2, not of 3
+        assert a.loads["a.q_TRELLIS_FF_Q/Q"] == 2
+        assert a.wide_nets(2) == [("a.q_TRELLIS_FF_Q/Q", 2, failing, pytest.approx(1.0))]
+        assert a.wide_nets(3) == []
 
 
 def test_signal_names_drop_the_cell_suffix():
@@ -107,6 +111,7 @@ def test_cli_reports_counts_and_the_path(design, capsys):
     assert "worst 3.55 ns" in out and "1 fail at 3.5 ns" in out
     assert "      1     3.55  b.q" in out and "l/F" in out
     assert "      1       1     3.55  0.77" in out
+    assert "nets of 64 loads or more on failing paths: 0" in out
 
 
 @pytest.mark.parametrize("text,message", [
