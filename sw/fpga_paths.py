@@ -28,6 +28,8 @@ _TOKEN = re.compile(r'\(|\)|"[^"]*"|[^\s()]+')
 _TIMESCALE = {"1ps": 1e-3, "10ps": 1e-2, "100ps": 0.1, "1ns": 1.0}
 #: register input pins checked at the clock edge (nextpnr lists setup only for some; the rest are 0)
 _FF_INPUTS = ("DI", "CE", "LSR", "M")
+#: loads from which `paths` reports a net on failing paths (Analysis.wide_nets)
+WIDE_NET_LOADS = 64
 #: a generated cell's suffix after the signal's name (Yosys and nextpnr naming)
 _SUFFIX = re.compile(r"(_TRELLIS_FF_Q(_\d+)?|_DP16KD.*|_MULT18X18D.*)$")
 
@@ -178,7 +180,7 @@ class Analysis:
         """Routed loads per driving pin (its INTERCONNECT arcs)."""
         return Counter(src for src, _ in self.wires)
 
-    def wide_nets(self, min_loads: int = 64) -> list:
+    def wide_nets(self, min_loads: int = WIDE_NET_LOADS) -> list:
         """[(driving pin, loads, failing endpoints whose worst path passes it, its worst route ns)] for
         the nets of ``min_loads`` loads or more on failing paths, most paths first: the nets whose
         routes a copy per group of loads would shorten."""
@@ -236,7 +238,8 @@ def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
                   f"{'levels':>7} {'count':>7} {'worst ns':>8}  routing's share of the delay (mean)"]
         lines += [f"{lv:7d} {c:7d} {w:8.2f}  {r:.2f}" for lv, c, w, r in a.by_levels()]
         wide = a.wide_nets()
-        lines += ["", f"nets of 64 loads or more on failing paths: {len(wide)} (paths through each, its worst route):",
+        lines += ["", f"nets of {WIDE_NET_LOADS} loads or more on failing paths: {len(wide)} "
+                      "(paths through each, its worst route):",
                   f"{'paths':>7} {'loads':>7} {'route ns':>8}  driving pin"]
         lines += [f"{c:7d} {n:7d} {r:8.2f}  {p0}" for p0, n, c, r in wide[:groups]]
     for t, pin in a.endpoints[:paths]:
