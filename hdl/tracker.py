@@ -442,6 +442,8 @@ class Tracker(wiring.Component):
                                   "position": g.pb, "write": 1, "sample": S.SCORE_BITS, "step": S.STEP_BITS})
         new_tag = Signal(TB)
         m.d.comb += new_tag.eq(rec_wp[:TB])
+        # new_tag one-hot, a register that turns with rec_wp (with accept's take, below)
+        one_new = Signal(D, init=1)
         in_ready = Signal()
         ch_v, ch_p, ch_l, ch_e = Signal(name="ch_v"), Signal(name="ch_p"), Signal(name="ch_l"), Signal(name="ch_e")
         m.d.comb += [ch_v.eq(self.victim_req.valid),
@@ -489,7 +491,7 @@ class Tracker(wiring.Component):
         cand_new = Signal()                                   # cand.step starts a new step of the queue
         cand_over = Signal()                                  # cand's queue read more than the budget this step
         take = Signal()                                       # A takes cand this cycle
-        f_alloc = Signal()                                    # ... and writes f_addr[new_tag]
+        f_alloc = Signal()                                    # ... and allocates the entry at new_tag
         pre_move = Signal()                                   # pre enters the FIFO this cycle
         m.d.comb += [pre_move.eq(pre_v & (ib_n != 2)),
                      in_ready.eq(~(pre_v & (ib_n == 2)) & ~clearing)]
@@ -567,11 +569,12 @@ class Tracker(wiring.Component):
         a_pre, a_ib0, a_ib1 = cand_eqs(lambda it: Cat(it.position, it.q), "cand_addr_eq")
         q_pre, q_ib0, q_ib1 = cand_eqs(lambda it: it.q, "cand_q_eq")
         m.d.comb += st_byp.eq(cand_writes & q_ib0)
-        # an entering item's address against the in-flight addresses; an entry accept allocates in
-        # this cycle takes cand's address (f_addr is written then), also for the items waiting
+        # an entering item's address against the in-flight addresses. The entry at new_tag (free)
+        # takes cand's address every cycle, taken or not (f_addr, below), so its bit is the
+        # compare with cand's, also for the items waiting: accept's decision is not in it
         in_addr = Cat(pre.position, pre.q)
-        eq_in = Cat(*[Mux(f_alloc & (new_tag == i), a_pre, f_addr[i] == in_addr) for i in range(D)])
-        eq_hold = [Cat(*[Mux(f_alloc & (new_tag == i), a_ib, ib_eq[k][i]) for i in range(D)])
+        eq_in = Cat(*[Mux(one_new[i], a_pre, f_addr[i] == in_addr) for i in range(D)])
+        eq_hold = [Cat(*[Mux(one_new[i], a_ib, ib_eq[k][i]) for i in range(D)])
                    for k, a_ib in enumerate((a_ib0, a_ib1))]
         m.d.sync += [ib_eq[0].eq(Mux(wr0, eq_in, Mux(shift, eq_hold[1], eq_hold[0]))),
                      ib_eq[1].eq(Mux(wr1, eq_in, eq_hold[1]))]
@@ -635,7 +638,11 @@ class Tracker(wiring.Component):
         bump("mem_wait_cycles", self.meta_rd.valid & ~self.meta_rd.ready)
 
         new = Signal(rlay)
-        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(take_v | take_e | take_p | take_l),
+        # The record FIFO's slot at new_tag is written every cycle, taken or not: it is free (the
+        # FIFO holds fewer than D records, room bounds those in flight), and a take only moves
+        # rec_wp past it. Accept's decision then reaches no write enable of the FIFO's RAM (some
+        # 120 pins on the board, on the take's failing paths at 564e3d1).
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(1),
                      rec_w1.addr.eq(rec_w.addr), rec_w1.data.eq(rec_w.data), rec_w1.en.eq(rec_w.en)]
 
         # the event's step and mode, and the step state it leaves (written while it is in cand)
@@ -670,9 +677,8 @@ class Tracker(wiring.Component):
             m.d.comb += [st_wr.en.eq(1), st_wr.addr.eq(cand.q), st_wr.data.eq(st_left)]
         smp_sum = Signal(S.SCORE_BITS + 1)
         m.d.comb += smp_sum.eq(cand.sample + self.read_credit)
-        # new_tag one-hot, a register that turns with rec_wp: its decode was in front of accept's
-        # lookahead (wait_r, the tracker's critical path once the record FIFO's read was not)
-        one_new = Signal(D, init=1)
+        # (one_new, not new_tag's decode: the decode was in front of accept's lookahead, wait_r,
+        # the tracker's critical path once the record FIFO's read was not)
         with m.If(take):
             m.d.sync += one_new.eq(one_new.rotate_left(1))
 
@@ -700,16 +706,20 @@ class Tracker(wiring.Component):
         bump_late("reads", take_e & ~ev_bad & ~cand.write)
         bump_late("writes", take_e & ~ev_bad & cand.write)
         bump_late("step_errors", take_e & ~ev_bad & backwards)
-        with m.If((take_e | take_p) & ~ev_bad):
-            f_write(one_new, (f_addr, ev_addr), (f_step, Mux(sel_p, st.cur_step, s_use)))
-            # the new record becomes its entry's youngest; the matched one no longer is
-            m.d.sync += [f_latest.eq((f_latest & ~match) | one_new),
-                         f_pf.eq(Mux(take_p, f_pf | one_new, f_pf & ~one_new))]
+        # The entry at new_tag is free (fewer than D - 1 in flight, and they retire in order), and
+        # nothing reads a free entry (f_valid masks it), so its address, step, prefetch mark and
+        # youngest mark are written every cycle, as if cand were taken: only the allocation
+        # (f_valid) and the matched entry's youngest mark wait for the take. The take then reaches
+        # neither these registers nor the CAM bits of the entry (eq_in, eq_hold, above).
+        f_write(one_new, (f_addr, ev_addr), (f_step, Mux(sel_p, st.cur_step, s_use)))
+        # the new record becomes its entry's youngest; the matched one no longer is
+        m.d.sync += [f_latest.eq((f_latest & ~Mux(f_alloc, match, 0)) | one_new),
+                     f_pf.eq((f_pf & ~one_new) | Mux(sel_p, one_new, 0))]
         # f_adv: an event that starts a new step of its queue marks the records of that queue in
         # flight (a new record starts unmarked)
         same_q = Cat(*[f_addr[i][g.pb:] == ev_q for i in range(D)])
         adv_mark = Mux(take_e & ~ev_bad & new_step, same_q, 0)
-        m.d.sync += f_adv.eq(Mux((take_e | take_p) & ~ev_bad, (f_adv | adv_mark) & ~one_new, f_adv | adv_mark))
+        m.d.sync += f_adv.eq((f_adv | adv_mark) & ~one_new)
         # in-flight bits: set on accept of an entry with a metadata word, cleared on retire
         set_v = Signal(D)
         clr_v = Signal(D)
