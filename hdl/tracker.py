@@ -716,13 +716,9 @@ class Tracker(wiring.Component):
         m.d.sync += [f_latest.eq((f_latest & ~Mux(f_alloc, match, 0)) | one_new),
                      f_pf.eq((f_pf & ~one_new) | Mux(sel_p, one_new, 0))]
         # f_adv: an event that starts a new step of its queue marks the records of that queue in
-        # flight (a new record starts unmarked). It marks them from the cycle it enters cand, not
-        # only as it is taken: no record is accepted while it waits there (accept is in order),
-        # and f_adv is read only by the lookahead for the item behind it, which is loaded as it
-        # is taken and counts its marks then anyway (q_steps, below), and for cand itself, whose
-        # own marks it replaces by "every" (w_stay). So the take is not in the marks.
+        # flight (a new record starts unmarked)
         same_q = Cat(*[f_addr[i][g.pb:] == ev_q for i in range(D)])
-        adv_mark = Mux(cand_v & sel_e & ~ev_bad & new_step, same_q, 0)
+        adv_mark = Mux(take_e & ~ev_bad & new_step, same_q, 0)
         m.d.sync += f_adv.eq((f_adv | adv_mark) & ~one_new)
         # in-flight bits: set on accept of an entry with a metadata word, cleared on retire
         set_v = Signal(D)

@@ -245,30 +245,26 @@ class UARTBridge(wiring.Component):
         index = Signal(range(9))                         # index of the next byte of the frame
         check = Signal(8)                                # XOR of the frame so far
         timer = Signal(range(max(self.timeout_cycles, self.bus_timeout_cycles, self.event_timeout_cycles) + 1))
-        # The FSM clears the timer in the cycles it names (``t_clear``; the last assignment wins
-        # as for a sync statement, so timer_count() after timer_clear() takes the clear back) and
-        # the timer counts up by one in every other cycle. Its limits are flags registered
-        # alongside it, ``hit[limit]`` == (timer == limit) in every cycle, so no wide compare sits
-        # in the FSM's decisions. The flags are read only in states entered in a cycle that
-        # clears the timer, so counting where the timer was once held (waiting for a SYNC,
-        # answering) changes no answer; with three choices (clear, count, hold) the choice went
-        # from the FSM's state through seven LUT levels into the timer's enables on the board
-        # (9.66 ns, a board build of 84e55dc).
-        t_clear = Signal()
+        # The FSM only clears the timer or counts it up by one (``t_op``, last assignment wins as for
+        # a sync statement); its limits are flags registered alongside it, ``hit[limit]`` == (timer ==
+        # limit) in every cycle, so no wide compare sits in the FSM's decisions (timing).
+        T_CLEAR, T_COUNT = 1, 2                          # (0: the timer holds)
+        t_op = Signal(2)
         limits = sorted({self.timeout_cycles - 1, self.bus_timeout_cycles, self.event_timeout_cycles - 1})
         hit = {n: Signal(name=f"timer_is_{n}", init=int(n == 0)) for n in limits}
-        with m.If(t_clear):
-            m.d.sync += timer.eq(0)
-            m.d.sync += [flag.eq(int(n == 0)) for n, flag in hit.items()]
-        with m.Else():
-            m.d.sync += timer.eq(timer + 1)
-            m.d.sync += [flag.eq(timer == (n - 1) % (1 << len(timer))) for n, flag in hit.items()]
+        with m.Switch(t_op):
+            with m.Case(T_CLEAR):
+                m.d.sync += timer.eq(0)
+                m.d.sync += [flag.eq(int(n == 0)) for n, flag in hit.items()]
+            with m.Case(T_COUNT):
+                m.d.sync += timer.eq(timer + 1)
+                m.d.sync += [flag.eq(timer == (n - 1) % (1 << len(timer))) for n, flag in hit.items()]
 
         def timer_clear():
-            m.d.comb += t_clear.eq(1)
+            m.d.comb += t_op.eq(T_CLEAR)
 
         def timer_count():
-            m.d.comb += t_clear.eq(0)
+            m.d.comb += t_op.eq(T_COUNT)
         # The parser reads the FIFO through two byte registers: `held`, then `byte` with the
         # byte's compares (`is_`: SYNC, zero, a known command, the batch-size bounds) registered
         # beside it from `held`. The FIFO's read path, the compares and the FSM's decisions are
