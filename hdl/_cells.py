@@ -10,16 +10,11 @@ table is a sum of its minterms: the simulated logic and the cell share one table
 :func:`and_or_lut4`: the OR of pairwise ANDs (a one-hot choice) as a tree of such cells, left
 at two outputs for the caller's last LUT: synthesis sees each cell's output as an input with no
 delay and chains logic behind it, so a wide AND-OR behind a cell is a cell tree too.
-
-:func:`global_buffer`: a signal of thousands of loads (a reset, a pipeline's advance) onto one of
-the part's global networks through a ``DCCA``, as a clock is: nextpnr promotes only clocks by
-itself. The loads' clock-enable and reset pins are then fed by the global network, not by a tree
-of general routing across the part.
 """
 from amaranth import Cat, Const, Signal
 from amaranth.hdl import Instance
 
-__all__ = ["and_or_lut4", "global_buffer", "lut4", "lut4_init"]
+__all__ = ["and_or_lut4", "lut4", "lut4_init"]
 
 
 def lut4_init(fn, n_inputs):
@@ -67,13 +62,3 @@ def and_or_lut4(m, platform, pairs, name):
                  for k in range(0, len(level), 4)]
         depth += 1
     return level
-
-
-def global_buffer(m, platform, signal, name):
-    """``signal`` (one bit) through a ``DCCA`` onto a global network on an ECP5 platform; the
-    signal itself elsewhere (simulation, Verilator, ``make verilog``)."""
-    if getattr(platform, "family", None) != "ecp5":
-        return signal
-    z = Signal(name=name)
-    m.submodules[name] = Instance("DCCA", i_CLKI=signal, i_CE=Const(1, 1), o_CLKO=z)
-    return z

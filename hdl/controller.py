@@ -22,7 +22,6 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from cxlkv.hdl._cells import global_buffer, lut4
 from cxlkv.hdl._tiermem import TierMemory
 from cxlkv.hdl.bisnoop import CHANNELS as BI_CHANNELS
 from cxlkv.hdl.bisnoop import BISnoopEngine
@@ -323,11 +322,9 @@ class Controller(wiring.Component):
         and ``held`` is its only reset: ``held`` is a sync register that the sync domain's reset
         sets, so that reset still clears the block, from the cycle after it is asserted until
         software enables it (a board's reset lasts many cycles)."""
-        source, reset = self._held_reset       # held, through a global buffer on the ECP5 board
-        assert source is held
         if self.hold_domain is None:
-            return ResetInserter(reset)(block)
-        return ResetInserter({self.hold_domain: reset})(DomainRenamer({"sync": self.hold_domain})(block))
+            return ResetInserter(held)(block)
+        return ResetInserter({self.hold_domain: held})(DomainRenamer({"sync": self.hold_domain})(block))
 
     def _new_tracker(self):
         g = self.geom
@@ -381,10 +378,10 @@ class Controller(wiring.Component):
         m.d.comb += [ext.rdata.eq(rdata), ext.err.eq(err)]
 
         if self.geom is not None:
-            self._elaborate_tracker(m, platform, regs, cold, fmt)
+            self._elaborate_tracker(m, regs, cold, fmt)
         return m
 
-    def _elaborate_tracker(self, m, platform, regs, cold, fmt):  # noqa: C901 (one top, wired in one place)
+    def _elaborate_tracker(self, m, regs, cold, fmt):  # noqa: C901 (one top, wired in one place)
         g = self.geom
         trk = self._new_tracker()
         self._write_queue_full = Signal()             # set by _elaborate_decisions
@@ -400,14 +397,6 @@ class Controller(wiring.Component):
         # blocks leave and enter the hold in the cycle the gates open and close.
         held = Signal(init=1)
         m.d.sync += held.eq(~regs.control_enable)
-        # The held blocks' reset (thousands of reset pins) on a global network on the ECP5 board,
-        # from a copy of held whose only load is the global buffer, so the placer puts it by the
-        # DCCA (nextpnr times the global network itself as 0 ns: the copy's route to the DCCA is
-        # the path it reports, docs/fpga.md "Global networks"); held's uses in logic stay on held.
-        # (its D through a cell of its own, so synthesis does not merge the copy with held)
-        held_copy = Signal(init=1)
-        m.d.sync += held_copy.eq(lut4(m, platform, lambda e: not e, [regs.control_enable], name="held_copy_d"))
-        self._held_reset = (held, global_buffer(m, platform, held_copy, "held_rst"))
         enabled = ~held
         m.submodules.tracker = self._cleared_by(held, trk)
         mem_busy = Const(0, 1)

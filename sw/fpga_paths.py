@@ -105,9 +105,7 @@ def load_sdf(path: Path) -> TimingGraph:
                     for arc in block[1:]:
                         if arc[0] == "IOPATH" and len(arc) >= 4:
                             src, dst, d = _pin(arc[1]), _pin(arc[2]), _delay(arc[3], source) * scale
-                            # a register's clock to its output (a global buffer's CLKI -> CLKO is
-                            # an arc: its input may be a register's output, docs/fpga.md)
-                            if (src.startswith("CLK") and src != "CLKI") or src == "WCK":
+                            if src.startswith("CLK") or src == "WCK":      # a register's clock to its output
                                 key = f"{inst}/{dst}"
                                 g.launch[key] = max(g.launch.get(key, 0.0), d)
                             else:
@@ -137,8 +135,6 @@ class Analysis:
     arrival: dict
     pred: dict
     wires: set = field(default_factory=set)
-    edges: dict = field(default_factory=dict)
-    setup: dict = field(default_factory=dict)
 
     @cached_property
     def failing(self) -> list:
@@ -197,43 +193,6 @@ class Analysis:
                     worst[p0] = max(worst.get(p0, 0.0), t1 - t0)
         return [(p0, self.loads[p0], c, worst[p0]) for p0, c in sorted(paths.items(), key=lambda r: (-r[1], r[0]))]
 
-    def through(self, pin: str) -> tuple | None:
-        """(ns, endpoint): the latest arrival plus setup at a register endpoint over every path
-        through ``pin`` (not only the endpoints' worst paths), or None if no endpoint is reached."""
-        if pin not in self.arrival:
-            return None
-        reach, stack = {pin}, [pin]
-        while stack:
-            for dst, _ in self.edges.get(stack.pop(), ()):
-                if dst not in reach:
-                    reach.add(dst)
-                    stack.append(dst)
-        indeg = Counter(dst for src in reach for dst, _ in self.edges.get(src, ()))
-        at, ready, worst = {pin: self.arrival[pin]}, [pin], None
-        while ready:
-            src = ready.pop()
-            if src in self.setup and (worst is None or at[src] + self.setup[src] > worst[0]):
-                worst = (at[src] + self.setup[src], src)
-            for dst, d in self.edges.get(src, ()):
-                at[dst] = max(at.get(dst, -1.0), at[src] + d)
-                indeg[dst] -= 1
-                if indeg[dst] == 0:
-                    ready.append(dst)
-        return worst
-
-    def global_buffers(self) -> list:
-        """[(buffer output pin, worst ns through it, its endpoint)] for each global buffer (a
-        ``DCCA``'s ``CLKO``) driven from a register, worst first. nextpnr-ecp5 times a global
-        network as 0 ns, so each such path meets the period only while the network's real delay
-        is below the period minus the figure given here (docs/fpga.md, "Global networks")."""
-        rows = []
-        for pin in self.arrival:
-            if pin.endswith("/CLKO"):
-                w = self.through(pin)
-                if w is not None:
-                    rows.append((pin, *w))
-        return sorted(rows, key=lambda r: (-r[1], r[0]))
-
     def by_start(self) -> list:
         """[(signal, failing endpoints whose worst path starts there)], most first."""
         return sorted(Counter(signal_of(self.path(pin)[0][1]) for _, pin in self.failing).items(),
@@ -260,7 +219,7 @@ def analyse(g: TimingGraph, period: float) -> Analysis:
     if seen != len(nodes):
         raise CxlkvError(f"combinational loop in the SDF: {len(nodes) - seen} pins never settle")
     ends = sorted(((arrival[p] + s, p) for p, s in g.setup.items() if p in arrival), reverse=True)
-    return Analysis(period, ends, arrival, pred, g.wires, g.edges, g.setup)
+    return Analysis(period, ends, arrival, pred, g.wires)
 
 
 def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
@@ -283,12 +242,6 @@ def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
                       "(paths through each, its worst route):",
                   f"{'paths':>7} {'loads':>7} {'route ns':>8}  driving pin"]
         lines += [f"{c:7d} {n:7d} {r:8.2f}  {p0}" for p0, n, c, r in wide[:groups]]
-    buffers = a.global_buffers()
-    if buffers:
-        lines += ["", "global buffers driven from registers (nextpnr times a global network as 0 ns; "
-                      "the paths through each meet the period while the network's delay is below the margin):",
-                  f"{'worst ns':>8} {'margin':>7}  buffer output -> endpoint"]
-        lines += [f"{t:8.2f} {period - t:7.2f}  {p} -> {e}" for p, t, e in buffers]
     for t, pin in a.endpoints[:paths]:
         lines += ["", f"path to {pin}: {t:.2f} ns (arrival, ns, at each pin)"]
         lines += [f"  {at:6.2f}  {p}" for at, p in a.path(pin)]

@@ -1,5 +1,5 @@
 """hdl/_cells.py: lut4's truth table, the plain logic it simulates as, and the ECP5 cell it
-becomes on a board; global_buffer's DCCA on a board and plain wire elsewhere."""
+becomes on a board."""
 import itertools
 
 import pytest
@@ -7,7 +7,7 @@ from amaranth import Module, Signal
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
-from cxlkv.hdl._cells import and_or_lut4, global_buffer, lut4, lut4_init
+from cxlkv.hdl._cells import and_or_lut4, lut4, lut4_init
 
 
 def _ecp5_lut4(init, a, b, c, d):
@@ -131,18 +131,3 @@ def test_and_or_with_no_pair_is_an_error():
     with pytest.raises(ValueError, match="one pair or more"):
         and_or_lut4(m, None, [], name="ao")
     rtlil.convert(m, ports=[])          # (the module stays usable: nothing was added to it)
-
-
-def test_global_buffer_is_a_dcca_on_an_ecp5_platform_and_the_signal_elsewhere():
-    m = Module()
-    src = Signal(name="src")
-    out = Signal(name="out")
-    m.d.comb += out.eq(global_buffer(m, _ECP5(), src, name="src_g"))
-    text = rtlil.convert(m, ports=[src, out])
-    assert text.count("cell \\DCCA ") == 1
-    assert "connect \\CE 1'1" in text
-    # without the platform (simulation, Verilator) or on another one: the same signal, no cell
-    for platform in (None, object()):
-        m2 = Module()
-        assert global_buffer(m2, platform, src, name="src_g2") is src
-        assert "DCCA" not in rtlil.convert(m2, ports=[src])

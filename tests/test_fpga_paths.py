@@ -147,38 +147,3 @@ def test_cli_into_a_closed_pipe_ends_quietly(design, monkeypatch):
         raise BrokenPipeError(32, "Broken pipe")
     monkeypatch.setattr("builtins.print", closed)
     assert fpga.main(["paths", str(design)]) == 0
-
-
-def _dcca(name):
-    """A DCCA as nextpnr-ecp5 writes it: CLKI -> CLKO at 0 ps."""
-    return _cell("DCCA", name, [("CLKI", "CLKO", 0)]).replace("(200:220:0)", "(0:0:0)")
-
-
-# a global buffer g driven by register r (0.5 + 0.8 to its input), nextpnr's global network at 0 ns
-# to two loads: e's LSR directly (1.3 ns) and, through LUT m (0.25 + 2.0), f's DI (3.55 ns, the
-# worst through g, though f's own worst path comes from s: 0.5 + 4.0 + 0.24 + 2.0 = 6.74 ns)
-GLOBAL = _sdf(
-    [("r.q_TRELLIS_FF_Q/Q", "g/CLKI", 800), ("g/CLKO", "e.q_TRELLIS_FF_Q/LSR", 0), ("g/CLKO", "m/A", 0),
-     ("s.q_TRELLIS_FF_Q/Q", "m/B", 4000), ("m/F", "f.q_TRELLIS_FF_Q/DI", 2000),
-     (r"\$gbuf\$clk/CLKO", "r.q_TRELLIS_FF_Q/CLK", 0)],
-    [_ff("r.q_TRELLIS_FF_Q"), _ff("e.q_TRELLIS_FF_Q"), _ff("f.q_TRELLIS_FF_Q"), _ff("s.q_TRELLIS_FF_Q"),
-     _lut("m"), _dcca("g"), _dcca(r"\$gbuf\$clk")])
-
-
-def test_paths_through_a_global_buffer(tmp_path, capsys):
-    path = tmp_path / "top.sdf"
-    path.write_text(GLOBAL)
-    a = analyse(load_sdf(path), 8.0)
-    # the buffer's CLKI -> CLKO is an arc (not a register's clock-to-out): g's output arrives at 1.3 ns
-    assert a.arrival["g/CLKO"] == pytest.approx(1.3)
-    assert dict((p, t) for t, p in a.endpoints)["e.q_TRELLIS_FF_Q/LSR"] == pytest.approx(1.3)
-    # f's worst path starts at s; the worst path through g is the one through m, not f's worst
-    assert a.path("f.q_TRELLIS_FF_Q/DI")[0][1] == "s.q_TRELLIS_FF_Q/Q"
-    assert a.through("g/CLKO") == (pytest.approx(3.55), "f.q_TRELLIS_FF_Q/DI")
-    assert a.through("nowhere/CLKO") is None
-    # the clock's buffer, driven by no register, is not listed
-    assert a.global_buffers() == [("g/CLKO", pytest.approx(3.55), "f.q_TRELLIS_FF_Q/DI")]
-    assert fpga.main(["paths", str(path), "--period", "8"]) == 0
-    out = capsys.readouterr().out
-    assert "global buffers driven from registers" in out
-    assert "    3.55    4.45  g/CLKO -> f.q_TRELLIS_FF_Q/DI" in out

@@ -15,8 +15,6 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, R
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-from cxlkv.hdl._cells import global_buffer
-
 #: EHXPLLL limits (Lattice TN1263): phase detector input and VCO ranges, MHz
 PFD_MIN, PFD_MAX = 3.125, 400.0
 VCO_MIN, VCO_MAX = 400.0, 800.0
@@ -178,8 +176,7 @@ class BoardTop(Elaboratable):
         m.submodules.reset_sync = ResetSynchronizer(~pll.locked | button, domain="reset_sync")
         reset_q = Signal(init=1, reset_less=True)
         m.d.reset_sync += reset_q.eq(ResetSignal("reset_sync"))
-        # (on a global network: thousands of reset pins across the part, _cells.global_buffer)
-        m.d.comb += ResetSignal("sync").eq(global_buffer(m, platform, reset_q, "sync_rst"))
+        m.d.comb += ResetSignal("sync").eq(reset_q)
 
         m.submodules.core = core = BridgedController(divisor=self.divisor,
                                                           controller={**self.controller, "hold_domain": "hold"})
