@@ -149,6 +149,12 @@ class Analysis:
             out.append((self.arrival[pin], pin))
         return out[::-1]
 
+    @cached_property
+    def total_ns(self) -> float:
+        """How far the failing endpoints are beyond the period, summed (ns): the total negative
+        slack. Steadier over placements than the worst path, which one route can set."""
+        return sum(t - self.period for t, _ in self.failing)
+
     def by_end(self) -> list:
         """[(signal, failing endpoints, worst ns)], worst first."""
         groups = defaultdict(lambda: [0, 0.0])
@@ -227,7 +233,8 @@ def report(path: Path, period: float, groups: int = 25, paths: int = 1) -> str:
     if not a.endpoints:
         raise CxlkvError(f"{path}: no register endpoint is reached from a register")
     lines = [f"{path}: {len(a.endpoints)} register endpoints; worst {a.endpoints[0][0]:.2f} ns "
-             f"({1000 / a.endpoints[0][0]:.2f} MHz); {len(a.failing)} fail at {period:g} ns ({1000 / period:.2f} MHz)"]
+             f"({1000 / a.endpoints[0][0]:.2f} MHz); {len(a.failing)} fail at {period:g} ns ({1000 / period:.2f} MHz), "
+             f"{a.total_ns:.2f} ns beyond it in all"]
     if a.failing:
         lines += ["", "failing endpoints by the register they end at (worst first):",
                   f"{'count':>7} {'worst ns':>8}  signal"]

@@ -91,6 +91,8 @@ def test_failing_endpoints_at_a_period(design, period, failing):
     assert len(a.failing) == failing
     if failing:
         assert a.by_start() == [("a.q", failing)]
+        # 3.55 - period, and 0.9 - period for d's CE when it fails too
+        assert a.total_ns == pytest.approx(3.55 - period + (0.9 - period if failing == 2 else 0))
         assert a.by_end()[0] == ("b.q", 1, pytest.approx(3.55))
         assert a.by_levels()[-1] == (1, 1, pytest.approx(3.55), pytest.approx(2.5 / 3.25))
         # a.q drives two loads (l/A and d's CE): a wide net at a threshold of 2, not of 3
@@ -108,7 +110,7 @@ def test_signal_names_drop_the_cell_suffix():
 def test_cli_reports_counts_and_the_path(design, capsys):
     assert fpga.main(["paths", str(design), "--period", "3.5", "--paths", "1"]) == 0
     out = capsys.readouterr().out
-    assert "worst 3.55 ns" in out and "1 fail at 3.5 ns" in out
+    assert "worst 3.55 ns" in out and "1 fail at 3.5 ns (285.71 MHz), 0.05 ns beyond it in all" in out
     assert "      1     3.55  b.q" in out and "l/F" in out
     assert "      1       1     3.55  0.77" in out
     assert "nets of 64 loads or more on failing paths: 0" in out
