@@ -69,6 +69,7 @@ META_BITS = 64
 #: accept behind a prefetch insert of its entry in flight), fwd_wait_cycles (a record waiting a
 #: cycle in the back end right behind the record it forwards from)
 COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
+ADV_COPIES = 9           # copies of the pipeline's advance (Tracker.elaborate, adv_at)
 INFLIGHT = 32            # events between accept and retire (covers read latencies up to ~10)
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
@@ -723,7 +724,7 @@ class Tracker(wiring.Component):
         # in-flight bits: set on accept of an entry with a metadata word, cleared on retire
         set_v = Signal(D)
         clr_v = Signal(D)
-        m.d.comb += [set_v.eq(Mux((take_e | take_p) & ~ev_bad, one_new, 0)),
+        m.d.comb += [set_v.eq(Mux(f_alloc, one_new, 0)),
                      clr_v.eq(Mux(retire, Const(1, D) << retire_tag, 0))]
         m.d.sync += f_valid.eq((f_valid & ~clr_v) | set_v)
         with m.If(take_v | take_e | take_p | take_l):
@@ -808,6 +809,17 @@ class Tracker(wiring.Component):
         r_out = Signal(rlay)
         res_slot = Signal(g.sb)                 # the slot the output record's position holds after it
         m.d.comb += adv.eq(adv6 & ~splice)
+        # The stage registers' enables, some 4,000 pins: as adv (from sk_v, below) one net, whose
+        # routes across the part led 469 failing endpoints in a board build (k1, docs/fpga.md). One copy per
+        # group of stages (adv_at), each a flip-flop that follows ~sk_v, its next value a cell of
+        # its own (_cells.lut4) so that synthesis merges neither the copies nor their enables.
+        # adv itself stays for the logic that reads it.
+        adv_c = [Signal(init=1, name=f"adv_c{k}") for k in range(ADV_COPIES)]
+
+        def adv_at(stage, part=0):
+            """The enable of registers that move with the record entering r[stage]: a copy per
+            three stages in front of the list stage, three for the list stage (``part``)."""
+            return adv_c[ADV_COPIES - 3 + part if stage >= LS else stage * (ADV_COPIES - 3) // LS] & ~splice
 
         # B0 load: the record FIFO's head, and its metadata word if it needs one. The head is a
         # register (head_q), so B0's decision (needs a word, waits behind its source) starts at
@@ -880,12 +892,16 @@ class Tracker(wiring.Component):
         slot_m = carry("slot_m", g.sb, 0, LS)                  # the memory's slot
         ema_m = carry("ema_m", S.SCORE_BITS, 0, SRC_R - 1)     # the memory's EMA
         ema_n = carry("ema_n", S.SCORE_BITS, EMA_W, LS)        # the new EMA
-        with m.If(adv):
-            m.d.sync += [v.eq(Cat(load, v[:-1])), r[0].eq(head_rec), meta0.eq(rsp_r.data)]
-            for i in range(1, NS):
-                m.d.sync += r[i].eq(r[i - 1])
-            for c in (slot_m, ema_m, ema_n):
-                m.d.sync += [c[i].eq(c[i - 1]) for i in c if i - 1 in c]
+        with m.If(adv_at(0)):
+            m.d.sync += [r[0].eq(head_rec), meta0.eq(rsp_r.data)]
+        for i in range(NS):
+            with m.If(adv_at(i)):
+                m.d.sync += v[i].eq(load if i == 0 else v[i - 1])
+                if i:
+                    m.d.sync += r[i].eq(r[i - 1])
+                for c in (slot_m, ema_m, ema_n):
+                    if i in c and i - 1 in c:
+                        m.d.sync += c[i].eq(c[i - 1])
         mw = data.View(META_LAYOUT, meta0)
         m.d.comb += [slot_m[0].eq(mw.slot), ema_m[0].eq(mw.ema)]
 
@@ -898,7 +914,7 @@ class Tracker(wiring.Component):
         am_lo, am_hi = Signal(half + S.MANT_BITS, name="am_lo"), Signal(half + S.MANT_BITS, name="am_hi")
         am = Signal(AGE_BITS + S.MANT_BITS)
         y0 = Signal(AGE_BITS + S.MANT_BITS)
-        with m.If(adv):
+        with m.If(adv_at(2)):
             m.d.sync += [age.eq(Mux(age_raw > S.AGE_MAX, S.AGE_MAX, age_raw)),
                          am_lo.eq(age[:half] * self.rate_mant), am_hi.eq(age[half:] * self.rate_mant),
                          am.eq(am_lo + (am_hi << half)),
@@ -913,7 +929,7 @@ class Tracker(wiring.Component):
         yi_big, yi5 = Signal(name="yi_big"), Signal(5, name="yi5")
         yi_big6, yi5_6 = Signal(name="yi_big6"), Signal(5, name="yi5_6")
         e_word6 = Signal.like(e_rd.data)
-        with m.If(adv):
+        with m.If(adv_at(5)):
             m.d.sync += [yi_big.eq(yi >= S.EXP_SHIFT_LIMIT), yi5.eq(yi[:5]),
                          yi_big6.eq(yi_big), yi5_6.eq(yi5), e_word6.eq(e_rd.data)]
         e_val = Signal(S.SCORE_BITS + 1)
@@ -945,7 +961,7 @@ class Tracker(wiring.Component):
         # route (the largest group of failing endpoints, 174 of 748, in one board build of
         # bd957dd with f_slot a RAM). (A copy of r6.fwd alone would be merged back by synthesis.)
         wr_src4 = v[SRC_R - 2] & (x4.kind == K_EVENT)   # the record in r5 writes them as it enters r6
-        with m.If(adv):
+        with m.If(adv_at(5)):
             m.d.sync += [pf_src.eq(x4.fwd & x4.fwd_pf), wr_src5.eq(wr_src4)]
         # The read's selects are registers too, made as the record enters r[SRC_R - 2] from the
         # tags one stage back (the stages move only together, on adv): the source's one-hot entry
@@ -955,7 +971,7 @@ class Tracker(wiring.Component):
         fwd_oh5 = Signal(D)
         byp_src5 = Signal()             # == wr_src5 & (x5.tag == x4.fwd_tag)
         byp_ema10 = Signal()            # == wr_ema10 & (x10.tag == x4.fwd_tag)
-        with m.If(adv):
+        with m.If(adv_at(5)):
             m.d.sync += [fwd_oh5.eq(Const(1, D) << x3.fwd_tag),
                          byp_src5.eq(wr_src4 & (x4.tag == x3.fwd_tag)),
                          byp_ema10.eq(v[EMA_W - 2] & (r[EMA_W - 2].kind == K_EVENT)
@@ -963,7 +979,7 @@ class Tracker(wiring.Component):
         src4, e4 = Signal(S.SCORE_BITS, name="src4"), Signal(S.SCORE_BITS + 1, name="e4")
         m.d.comb += [src4.eq(_onehot_read(fwd_oh5, [Mux(x4.fwd_pf, f_src[i], f_ema[i]) for i in range(D)])),
                      e4.eq(_onehot_read(fwd_oh5, f_e))]
-        with m.If(adv):
+        with m.If(adv_at(5)):
             m.d.sync += [
                 fwd_src6.eq(Mux(x4.fwd_pf,
                                 Mux(byp_src5, src5, src4),
@@ -972,7 +988,7 @@ class Tracker(wiring.Component):
             ]
         m.d.comb += [e5.eq(Mux(pf_src, fwd_e6, e_own)),
                      src5.eq(Mux(x5.fwd, fwd_src6, ema_m[SRC_R - 1]))]
-        with m.If(adv):
+        with m.If(adv_at(6)):
             m.d.sync += [e_val.eq(e5), src_ema.eq(src5)]
         with m.If(adv & wr_src5):
             f_write(Const(1, D) << x5.tag, (f_src, src5), (f_e, e5))
@@ -990,7 +1006,7 @@ class Tracker(wiring.Component):
         ema_sum = Signal(signed(S.SCORE_BITS + 16 + 2))
         m.d.comb += [ema_sum.eq(Cat(Const(0x8000, 16), dec9, Const(0, 1)).as_signed() + sprod),
                      ema_new.eq(Mux(x10.pf, dec9, ema_sum[16:16 + S.SCORE_BITS]))]
-        with m.If(adv):
+        with m.If(adv_at(9)):
             m.d.sync += [dprod.eq(src_ema * e_val),
                          dec.eq(dec_w), ema_diff.eq(r[SRC_R + 1].smp - dec_w),
                          sprod.eq(ema_diff * alpha_eff), dec9.eq(dec),
@@ -1008,7 +1024,7 @@ class Tracker(wiring.Component):
         msb11, mant11, zero11 = Signal(4, name="msb11"), Signal(8, name="mant11"), Signal(name="zero11")
         log2q8 = Signal(12)
         m.d.comb += l_rd.addr.eq(mant11)
-        with m.If(adv):
+        with m.If(adv_at(11)):
             m.d.sync += [msb11.eq(msb), mant11.eq(mant8), zero11.eq(ema11 == 0),
                          log2q8.eq(Mux(zero11, 0, Cat(l_rd.data, msb11)))]
 
@@ -1021,7 +1037,7 @@ class Tracker(wiring.Component):
         ksum = Signal(S.STEP_BITS + 1)
         key = Signal(T.KEY_BITS)
         key_pre = Signal(T.KEY_BITS)
-        with m.If(adv):
+        with m.If(adv_at(14)):
             m.d.sync += [tln.eq(Mux(r[EMA_W + 1].dense, self.tln_d, self.tln_r)),
                          lt_lo.eq(log2q8 * tln[:th]), lt_hi.eq(log2q8 * tln[th:]),
                          f_val.eq((lt_lo + (lt_hi << th)) >> 16),
@@ -1153,7 +1169,7 @@ class Tracker(wiring.Component):
         # chain fed the order's column writes, r18 → pinned → col_x → the order RAM, 9.66 ns in a
         # board build); the configuration is static while events flow, as for room_pre below
         pinned = Signal()
-        with m.If(adv):
+        with m.If(adv_at(LS, 1)):
             m.d.sync += pinned.eq(r[LS - 1].position < self.pinned)
 
         # -- victim (a miss with a full queue)
@@ -1383,7 +1399,7 @@ class Tracker(wiring.Component):
             # route to the hit cells was 1.7 ns, the start of 103 to 341 failing endpoints in
             # four board builds (r18.pf → upd_here_hit → upd_here_early → the mask → snap_*)
             x_npf = Signal(init=1)
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += x_npf.eq(~x_pre.pf)
             mk_pre = [mk_r17[j * T.KEY_BITS:(j + 1) * T.KEY_BITS] for j in range(SQ)]
             # This stage's change of its queue's words is per slot: row and column X, key X, and
@@ -1470,7 +1486,7 @@ class Tracker(wiring.Component):
             same_pre, same_pre2 = Signal(name="same_pre"), Signal(name="same_pre2")
             x_in = r[LS - 1]
             is_ev_in = v[LS - 1] & (x_in.kind == K_EVENT) & ~x_in.lk
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += [same_pre.eq(is_ev_in & (x_in.q == r[LS - 2].q)),
                              same_pre2.eq(is_ev_in & (x_in.q == r[LS - 3].q))]
             # (the RAM writes' and the next record's masks, one copy for the matrix and one for
@@ -1488,7 +1504,7 @@ class Tracker(wiring.Component):
 
             def goes_before(other):
                 return key_m < Cat(Const(1, 1), other)
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], goes_before(key), goes_before(mk_pre[j]))
                                             for j in range(SQ)]))
             # the matrix and key RAMs' address and data unconditionally (they are ignored while
@@ -1503,9 +1519,10 @@ class Tracker(wiring.Component):
                 with m.If(placed):
                     m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
-            with m.If(adv):
+            with m.If(adv_at(LS, 0)):
+                m.d.sync += snap_mx.eq(matrix_with_change(upd_pre_mx, rd_row))
+            with m.If(adv_at(LS, 2)):
                 m.d.sync += [
-                    snap_mx.eq(matrix_with_change(upd_pre_mx, rd_row)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     # its count's one-hot: + do_free is a shift, a rotation where nres[:sb] wraps
@@ -1610,7 +1627,7 @@ class Tracker(wiring.Component):
                                    (upd_pre2[i], here_eq, ram_eq[i], in_nres[i]), name=f"held_lut{i}")
                               for i in range(SQ)])
             started_pre, held_pre, room_pre = Signal(name="started_pre"), Signal(SQ, name="held_pre"), Signal(name="room_pre")
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += [
                     started_pre.eq(ram_res.started | same_pre2),
                     held_pre.eq(held_next),
@@ -1622,7 +1639,7 @@ class Tracker(wiring.Component):
             slot_pre2 = Signal(g.sb)
             m.d.comb += [f_slot_rd.addr.eq(x_pre2.fwd_tag),
                          slot_pre2.eq(Mux(x_pre2.fwd, f_slot_rd.data, slot_m[LS - 2]))]
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += [slot_pre.eq(Mux(src_two, slot_after, slot_pre2)),
                              slot1h_pre.eq(Mux(src_two, slot1h_after, Const(1, SQ) << slot_pre2))]
             ram_res_pre = Signal()
@@ -1630,7 +1647,7 @@ class Tracker(wiring.Component):
             src_here = Signal()         # this stage holds the record's forwarding source
             # (x_pre.fwd & v[LS] & (x.tag == x_pre.fwd_tag), registered as the records move, as
             # same_pre: the tag compare was in front of resident with taken's row ANDs, 9.71 ns)
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += src_here.eq(r[LS - 2].fwd & v[LS - 1] & (r[LS - 1].tag == r[LS - 2].fwd_tag))
             # "taken": this stage's event places another position in that slot. Only an eviction
             # gives a held slot to another position: a free slot is not held (i >= nres), and a
@@ -1662,7 +1679,7 @@ class Tracker(wiring.Component):
             vic_any_next = Mux(same_pre & placed,
                                ~pinned | Mux(hit, (rd_lst & ~slot1h_ls) != 0, Mux(do_free, rd_any, rd_two)),
                                rd_any)
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += [
                     vic_any_ls.eq(vic_any_next),
                     free_ls.eq(Mux(same_pre, Mux(do_free, room1, room0), room_pre)),
@@ -1752,7 +1769,7 @@ class Tracker(wiring.Component):
             # each position's zeroing one LUT with it (kept, ev_victim was two LUT levels and a
             # route in front of the zeroing: r18 → ev_victim → the AND-OR → out, 9.61 ns)
             ev_kind_ok = Signal()                   # == ~err & ~x.lk
-            with m.If(adv):
+            with m.If(adv_at(LS, 1)):
                 m.d.sync += ev_kind_ok.eq((r[LS - 1].kind != K_ERROR) & ~r[LS - 1].lk)
             ev_victim = Signal()
             m.d.comb += ev_victim.eq(evicting & ev_kind_ok)
@@ -1822,6 +1839,9 @@ class Tracker(wiring.Component):
             m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
             m.d.sync += sk_v.eq(0)
+        # adv_c[k] == ~sk_v (above): cleared as the skid register loads, set as it empties
+        m.d.sync += [c.eq(lut4(m, platform, lambda ld, fr, q: not ld and (fr or q), (load_skid, from_skid, c),
+                               name=f"adv_c{k}_next")) for k, c in enumerate(adv_c)]
         is_vr = v[LS] & ((x.kind == K_VREQ) | (x.kind == K_VERR))
         bump_late("victim_none", adv6 & is_vr & ((x.kind == K_VERR) | locked | ~(started & vic_any)))
         bump_late("victim_locked", adv6 & is_vr & (x.kind == K_VREQ) & locked)
