@@ -44,6 +44,13 @@ RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT1
 #: the default gave 93.69, 91.71 and 91.59 (the scoring pipeline alone: 122.68 against 123.96);
 #: docs/fpga.md, "Flow options"
 NEXTPNR_OPTS = "--placer-heap-timingweight 25"
+#: Yosys commands after reading the design: Amaranth gives every state register an initial
+#: value, and Yosys's fsm pass then leaves the state machine as written (binary); without it the
+#: pass re-encodes the UART bridge's, the register block's and the decay divider's state machines
+#: one-hot, a LUT level less in front of their decisions. Safe on these boards: the sync domain is
+#: held in reset from configuration until the PLL locks (BoardTop), so no state register is used
+#: before its reset. docs/fpga.md, "Board builds, j1 … m2"
+YOSYS_AFTER_READ = "setattr -unset init w:*fsm_state"
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
 #: (16 slots per queue as on the board: the matrix at 32 slots, the default for 2^5 positions, did not
@@ -148,6 +155,7 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
         try:
             # the SDF (delays of the routed design) is for `paths`: every failing endpoint
             platform.build(top, name=name, build_dir=str(out), do_program=False,
+                           script_after_read=YOSYS_AFTER_READ,
                            nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
                                         (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs

@@ -107,8 +107,10 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     """nextpnr stops on a failing clock only without --allow-timing-fail; with it, a failed run
     (killed, out of memory) must not be blamed on timing even though its log says FAIL."""
     class Platform:
-        def build(self, top, name, build_dir, do_program, nextpnr_opts):
+        def build(self, top, name, build_dir, do_program, nextpnr_opts, script_after_read):
             assert ("--timing-allow-fail" in nextpnr_opts) == allow_timing_fail
+            # the state machines one-hot (their state registers' initial values dropped)
+            assert script_after_read == fpga.YOSYS_AFTER_READ == "setattr -unset init w:*fsm_state"
             # every build writes its delays for `paths`, with the flow's placer options
             assert f"--sdf {name}.sdf" in nextpnr_opts and fpga.NEXTPNR_OPTS in nextpnr_opts
             (Path(build_dir) / f"{name}.tim").write_text("Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\n")
