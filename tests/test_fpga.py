@@ -109,8 +109,7 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     class Platform:
         def build(self, top, name, build_dir, do_program, nextpnr_opts, script_after_read):
             assert ("--timing-allow-fail" in nextpnr_opts) == allow_timing_fail
-            # the state machines one-hot (their state registers' initial values dropped)
-            assert script_after_read == fpga.YOSYS_AFTER_READ == "setattr -unset init w:*fsm_state"
+            assert script_after_read == ""          # (the board top's option: below)
             # every build writes its delays for `paths`, with the flow's placer options
             assert f"--sdf {name}.sdf" in nextpnr_opts and fpga.NEXTPNR_OPTS in nextpnr_opts
             (Path(build_dir) / f"{name}.tim").write_text("Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\n")
@@ -126,6 +125,27 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     with pytest.raises(CxlkvError, match="status 143") as err:
         fpga._board_build("ulx3s-85f", None, tmp_path, allow_timing_fail=allow_timing_fail)
     assert ("timing not met" in str(err.value)) != allow_timing_fail
+
+
+def test_the_board_top_takes_the_one_hot_option_and_a_block_alone_does_not(monkeypatch, tmp_path):
+    """YOSYS_AFTER_READ (the state machines one-hot) for the board top, where it was measured to
+    help; a block alone between registers (tb/fpga/bench.py) keeps Yosys's default."""
+    seen = []
+
+    def fake_build(board_name, top, out, **kw):
+        top._MustUse__silence = True            # never elaborated here, on purpose
+        seen.append(kw)
+        raise CxlkvError("stopped here")
+
+    monkeypatch.setattr(fpga, "_board_build", fake_build)
+    with pytest.raises(CxlkvError, match="stopped here"):
+        fpga.build_board("ulx3s-85f", out=tmp_path)
+    assert seen[-1]["script_after_read"] == fpga.YOSYS_AFTER_READ == "setattr -unset init w:*fsm_state"
+    from cxlkv.tb.fpga import bench
+    from cxlkv.hdl.scoring import ScoringPipeline
+    with pytest.raises(CxlkvError, match="stopped here"):
+        bench.measure_block("scoring", lambda: ScoringPipeline(id_width=32), "ScoringPipeline")
+    assert "script_after_read" not in seen[-1]
 
 
 # ---- the vendor-board template
