@@ -232,11 +232,17 @@ def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> li
     each into ``<build>/seed<k>/`` with the build's own options, ``jobs`` at a time; returns
     ``[(seed, Report or None, error or None)]`` in the order of ``seeds``: a run that fails (a
     nextpnr error, or a run stopped by hand because it does not converge) gives its error, and
-    the other seeds' results are kept.
+    the other seeds' results are kept. (:func:`iter_seed_sweep` gives them as they finish.)
 
     Placement is deterministic for a netlist and a seed, and on the board top the seeds spread
     fmax by 4 to 10 MHz (docs/fpga.md): a change of that size is judged over several seeds. The
     build itself is nextpnr's default seed (no ``--seed``)."""
+    return list(iter_seed_sweep(build, seeds, jobs, name))
+
+
+def iter_seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top"):
+    """:func:`seed_sweep`'s results one at a time, in the order of ``seeds``, each as soon as its
+    run and the runs before it have finished (a sweep takes from minutes to an hour per seed)."""
     build = Path(build)
     netlist = build / f"{name}.json"
     if not netlist.is_file():
@@ -262,7 +268,18 @@ def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> li
 
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(run, seeds))
+        yield from pool.map(run, seeds)
+
+
+def _beyond(sdf: Path, period: float) -> str:
+    """", N endpoints beyond P ns, T ns beyond it in all" from a run's SDF, or "" without one: the
+    figures the seed tables in docs/fpga.md give beside fmax (steadier over placements)."""
+    if not sdf.is_file():
+        return ""
+    from cxlkv.sw.fpga_paths import analyse, load_sdf
+    a = analyse(load_sdf(sdf), period)
+    n = len(a.failing)
+    return f", {n} endpoint{'' if n == 1 else 's'} beyond {period:.2f} ns, {a.total_ns:.2f} ns beyond it in all"
 
 
 def _print_report(tim: Path, clock: str | None = "sync"):
@@ -321,17 +338,17 @@ def main(argv=None):
             print(report(args.sdf, args.period, args.groups, args.paths))
             return 0
         if args.cmd == "seeds":
-            results = seed_sweep(args.build, args.seeds, args.jobs)
             fmax, failed = {}, []
-            for seed, rep, error in results:
+            for seed, rep, error in iter_seed_sweep(args.build, args.seeds, args.jobs):
                 if error:
                     failed.append(seed)
-                    print(f"error: {error}", file=sys.stderr)
+                    print(f"error: {error}", file=sys.stderr, flush=True)
                     continue
                 got, want = min(rep.clocks.values())
                 fmax[seed] = got
-                print(f"seed {seed}: {got:.2f} MHz ({'PASS' if got >= want else 'FAIL'} at {want:.2f} MHz), "
-                      f"{args.build / f'seed{seed}' / 'top.tim'}")
+                run = args.build / f"seed{seed}"
+                print(f"seed {seed}: {got:.2f} MHz ({'PASS' if got >= want else 'FAIL'} at {want:.2f} MHz)"
+                      f"{_beyond(run / 'top.sdf', 1000.0 / want)}, {run / 'top.tim'}", flush=True)
             if fmax:
                 v = list(fmax.values())
                 print(f"seeds {' '.join(map(str, fmax))}: min {min(v):.2f}, mean {sum(v) / len(v):.2f}, "

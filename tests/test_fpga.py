@@ -265,7 +265,20 @@ def test_led_stretch_holds_a_strobe_visible():
 
 # ---- seed sweeps (`seeds`): nextpnr stubbed by a script that logs the seed it was given
 
-def _seed_build(tmp_path, monkeypatch, fail_seed=None):
+# two flip-flops (clock to Q 0.5 ns, no setup) and the route between them, ROUTE ps: one endpoint
+_SEED_SDF = """(DELAYFILE (SDFVERSION "3.0") (DESIGN "top") (VENDOR "nextpnr") (DIVIDER /) (TIMESCALE 1ps)
+  (CELL (CELLTYPE "top") (INSTANCE )
+    (DELAY (ABSOLUTE (INTERCONNECT a_TRELLIS_FF_Q/Q b_TRELLIS_FF_Q/DI (0:0:ROUTE) (0:0:ROUTE)))))
+  (CELL (CELLTYPE "TRELLIS_FF") (INSTANCE a_TRELLIS_FF_Q)
+    (DELAY (ABSOLUTE (IOPATH CLK Q (200:220:500) (200:220:500))))
+    (TIMINGCHECK (SETUPHOLD (posedge DI) (posedge CLK) (0:0:0) (0:0:0))))
+  (CELL (CELLTYPE "TRELLIS_FF") (INSTANCE b_TRELLIS_FF_Q)
+    (DELAY (ABSOLUTE (IOPATH CLK Q (200:220:500) (200:220:500))))
+    (TIMINGCHECK (SETUPHOLD (posedge DI) (posedge CLK) (0:0:0) (0:0:0)))))
+"""
+
+
+def _seed_build(tmp_path, monkeypatch, fail_seed=None, no_sdf_seed=None):
     build = tmp_path / "b"
     build.mkdir()
     (build / "top.json").write_text("{}")
@@ -288,6 +301,8 @@ if seed == {fail_seed}:
 util = Path({str(SAMPLE)!r}).read_text()
 util = util[util.rindex("Device utilisation:"):].split("\\n\\n")[0]
 Path(opt["--log"]).write_text(f"Info: {{util}}\\n\\nInfo: Max frequency for clock 'clk': {{100 + seed:.2f}} MHz (FAIL at 125.00 MHz)\\n")
+if seed != {no_sdf_seed}:
+    Path(opt["--sdf"]).write_text({_SEED_SDF!r}.replace("ROUTE", str(8000 + 100 * seed)))
 """)
     stub.chmod(0o755)
     monkeypatch.setattr(fpga, "toolchain_env", lambda: {"NEXTPNR_ECP5": str(stub)})
@@ -300,9 +315,20 @@ def test_seed_sweep_runs_each_seed_on_the_builds_netlist(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     # in the order asked, each from its own run (its own directory and log), the build's seed dropped
     assert [line.split(":")[0] for line in out.splitlines()[:3]] == ["seed 4", "seed 2", "seed 3"]
-    assert "seed 4: 104.00 MHz (FAIL at 125.00 MHz)" in out and "seed 2: 102.00 MHz" in out
+    # with each run's failing endpoints at the clock's goal (8 ns here) from its SDF: seed k's
+    # one path is 0.5 + 8.0 + 0.1 k ns
+    assert "seed 4: 104.00 MHz (FAIL at 125.00 MHz), 1 endpoint beyond 8.00 ns, 0.90 ns beyond it in all" in out
+    assert "seed 2: 102.00 MHz (FAIL at 125.00 MHz), 1 endpoint beyond 8.00 ns, 0.70 ns beyond it in all" in out
     assert "min 102.00, mean 103.00, max 104.00 MHz" in out
     assert all((build / f"seed{k}" / "top.tim").is_file() for k in (2, 3, 4))
+
+
+def test_seed_sweep_without_an_sdf_gives_fmax_alone(tmp_path, monkeypatch, capsys):
+    build = _seed_build(tmp_path, monkeypatch, no_sdf_seed=3)
+    assert fpga.main(["seeds", str(build), "--seeds", "3", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"seed 3: 103.00 MHz (FAIL at 125.00 MHz), {build / 'seed3' / 'top.tim'}" in out
+    assert "seed 2: 102.00 MHz (FAIL at 125.00 MHz), 1 endpoint beyond" in out
 
 
 def test_seed_sweep_errors(tmp_path, monkeypatch, capsys):
