@@ -518,18 +518,16 @@ class Tracker(wiring.Component):
         # the step compares are made with both states and chosen after (the bypass is not on
         # the path from the entry through the compare into accept's lookahead)
         st_ram = data.View(g.step_layout(), ib_st[0])
-        # (the step cand leaves, st_left.cur_step, is its queue's step if cand steps back, else
-        # cand's own: the compares are made with both and chosen by cand_back after them, so each
-        # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
-        # the chain → wait_r was 9.80 ns in a board build)
-        nxt_back_c, nxt_new_c = Signal(name="nxt_back_c"), Signal(name="nxt_new_c")
-        m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
-                     nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
+        # The step cand leaves (st_left.cur_step: its queue's step if cand steps back, else its
+        # own) is a register, cand_su, loaded with cand, so the head's compares are against two
+        # registers, cand_su (the bypass) and its entry's state, a carry chain each, chosen by one
+        # LUT after them. (Compared with cand.step and cand_st.cur_step, chosen by cand_back and
+        # then by the bypass, the chains were three multiplexer levels in front of accept's
+        # lookahead: ib0 → the chain → wait_r, 9.12–9.43 ns in board build m2's four placements.)
+        cand_su = Signal(S.STEP_BITS)
         nxt_back, nxt_new = Signal(name="nxt_back"), Signal(name="nxt_new")
-        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
-                                     st_ram.started & (nxt.step < st_ram.cur_step))),
-                     nxt_new.eq(Mux(st_byp, nxt_new_c,
-                                    st_ram.started & (nxt.step > st_ram.cur_step)))]
+        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt.step < cand_su, st_ram.started & (nxt.step < st_ram.cur_step))),
+                     nxt_new.eq(Mux(st_byp, nxt.step > cand_su, st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
@@ -538,6 +536,7 @@ class Tracker(wiring.Component):
         m.d.comb += nxt_over.eq(Mux(st_byp, left_over, st_ram.step_reads > self.budget))
         with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
+                         cand_su.eq(Mux(nxt_back, st_nxt.cur_step, nxt.step)),
                          cand_bad.eq(nxt_bad), cand_over.eq(nxt_over)]
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
@@ -647,9 +646,8 @@ class Tracker(wiring.Component):
                      rec_w1.addr.eq(rec_w.addr), rec_w1.data.eq(rec_w.data), rec_w1.en.eq(rec_w.en)]
 
         # the event's step and mode, and the step state it leaves (written while it is in cand)
-        s_in = cand.step
         backwards = cand_back
-        s_use = Mux(backwards, st.cur_step, s_in)
+        s_use = cand_su                                       # Mux(backwards, st.cur_step, cand.step)
         new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, dense_on & cand_over, st.dense))
         sat = (1 << g.step_reads) - 1
