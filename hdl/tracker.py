@@ -1209,9 +1209,9 @@ class Tracker(wiring.Component):
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
             # Three copies, each with a last AND level of its own (cells): first for the rewritten-
-            # slot masks on the list stage's loop; first_o for the victim's position in the
-            # decision and the victim response (an AND-OR of some 20 bits per slot); first_r for
-            # the rest (the victim's index, the residency update, the prefetch flag). As one signal
+            # slot masks on the list stage's loop; first_o for the output stage's victim registers
+            # (out_late, sk_late); first_r for the rest (the victim's index, the residency update,
+            # the prefetch flag). As one signal
             # it had about 40 loads across the part and a 2.9 ns route into the mask cells; with
             # two copies, first_o's 2.0 ns route led the paths into resident and the decision.
             # (beyond 16 slots, one signal, plain logic)
@@ -1695,19 +1695,20 @@ class Tracker(wiring.Component):
         res_ema = Signal(S.SCORE_BITS)
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
+        out_payload, vout_payload = Signal(g.decision_layout()), Signal(g.vresp_layout())
         need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
         out_noop = Signal()             # the output record changed nothing (a lookup, or a prefetch of a resident entry)
         need_wr = v_out & (r_out.kind == K_EVENT) & ~out_noop
         need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
         m.d.comb += [
             self.decision.valid.eq(need_dec & ~dec_done),
-            self.decision.payload.eq(out),
+            self.decision.payload.eq(out_payload),
             self.meta_wr.valid.eq(need_wr & ~wr_done),
             self.meta_wr.payload.addr.eq(Cat(r_out.position, r_out.q)),
             self.meta_wr.payload.wdata.eq(Cat(res_ema, r_out.step, res_slot.as_unsigned()[:T.SLOT_BITS],
                                               Const(0, T.SLOT_BITS - g.sb) if g.sb < T.SLOT_BITS else Const(0, 0))),
             self.victim_resp.valid.eq(need_vr),
-            self.victim_resp.payload.eq(vout),
+            self.victim_resp.payload.eq(vout_payload),
         ]
         dec_ok = ~need_dec | dec_done | self.decision.ready
         wr_ok = ~need_wr | wr_done | self.meta_wr.ready
@@ -1750,17 +1751,15 @@ class Tracker(wiring.Component):
         vr_answers = (x.kind == K_VREQ) & ~locked & answer
         o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
                     slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-        late = None                     # the decision's fields ORed in after the kind's choice
-        late_cells = {}                 # ... per bit of the decision: the cell outputs ORed in
+        late_layout = None              # the matrix's victim registers in the output stage (below)
         if self.select == "ring":
             ev_victim_pos, ev_slot = Mux(do_evict, vic_pos, 0), Mux(no_victim, 0, s_ins)
             vr_victim = Mux(vr_answers, vic_pos, 0)
         else:
-            # The fields that wait for the victim (first, the row ANDs) are ORed in after the
+            # The fields that wait for the victim (first, the row ANDs) are kept apart from the
             # choice of the record's kind, which is made from registers alone: the victim's
-            # position is first's AND-OR over the positions, each zeroed ahead (from registers)
-            # unless this record reports a victim, and its slot is the victim's index ORed with
-            # the other cases' slot (first is all zeros without an evictable slot, where both
+            # position is first's AND-OR over the positions, and its slot the victim's index ORed
+            # with the other cases' slot (first is all zeros without an evictable slot, where both
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
             # ev_victim: this record's decision reports the victim. Its record-kind terms are
             # registered as the record enters the stage, so ev_victim is one LUT of registers and
@@ -1771,68 +1770,61 @@ class Tracker(wiring.Component):
                 m.d.sync += ev_kind_ok.eq((r[LS - 1].kind != K_ERROR) & ~r[LS - 1].lk)
             ev_victim = Signal()
             m.d.comb += ev_victim.eq(evicting & ev_kind_ok)
-            # Each late bit is an AND-OR of cells (and_or_lut4) over first_o and a value zeroed
-            # from registers, ORed into the output register's input by synthesis (plain logic
-            # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
+            # The victim's one-hot (first_o, zeroed unless this record reports a victim) and the
+            # queue's positions are registered with the output (out_late, and sk_late in the skid
+            # register), and the decision's and the victim response's victim and slot are an AND-OR
+            # of those registers behind them (out_payload, vout_payload). As an AND-OR of first_o's
+            # cells in front of the output register, the row ANDs, the cells and their routes were
+            # a path in every placement (snap_mx → first_o → the cells → out or sk_out, 8.6–9.1 ns
+            # in board build m2); the AND-OR's consumer on the board is the bridge's register slice.
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
-
-            def late_cells_of(values, name):
-                """Per bit b of values[i] (first_o's slot i), the cell outputs whose OR is the bit."""
-                return [and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)], f"{name}{b}")
-                        for b in range(len(values[0]))]
-
-            def ored(cells):
-                return Cat(*[Cat(*c).any() for c in cells])
-            # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
-            vic_cells = late_cells_of([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or")
-            slot_cells = [and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
-                                      f"ev_slot_or{b}") for b in range(g.sb)]
-            late = pack(dl, victim=ored(vic_cells), slot=ored(slot_cells))
-            late_cells = {**{dl["victim"].offset + b: c for b, c in enumerate(vic_cells)},
-                          **{dl["slot"].offset + b: c for b, c in enumerate(slot_cells)}}
-            vr_take = Signal(attrs={"keep": 1})
+            vr_take = Signal()
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_victim = ored(late_cells_of([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or"))
+            vr_victim = 0
+            late_layout = data.StructLayout({"v1h": SQ, "r1h": SQ, "pos": SQ * g.pb})
+            new_late = pack(late_layout, v1h=Mux(ev_victim, first_o, 0), r1h=Mux(vr_take, first_o, 0),
+                                 pos=Cat(*mpos))
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
         new_out_base = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
         new_out = new_out_base
-        if late is not None:
-            new_out = new_out | late
         new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
                         locked=(x.kind == K_VREQ) & locked,
                         valid=vr_answers,
                         victim=vr_victim)
+        if late_layout is None:
+            m.d.comb += [out_payload.eq(out), vout_payload.eq(vout)]
+        else:
+            out_late, sk_late = Signal(late_layout, name="out_late"), Signal(late_layout, name="sk_late")
+            late_pos = [out_late.pos[i * g.pb:(i + 1) * g.pb] for i in range(SQ)]
+
+            def late_read(onehot):
+                return Cat(*[Cat(*[onehot[i] & p[b] for i, p in enumerate(late_pos)]).any() for b in range(g.pb)])
+            late_slot = Cat(*[Cat(*[out_late.v1h[i] for i in range(SQ) if i >> b & 1]).any() for b in range(g.sb)])
+            m.d.comb += [out_payload.eq(out.as_value() | pack(dl, victim=late_read(out_late.v1h), slot=late_slot)),
+                         vout_payload.eq(vout.as_value() | pack(vl, victim=late_read(out_late.r1h)))]
         with m.If(load_head):
             m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
                          out_noop.eq(pf_noop | x.lk), vout.eq(new_vout)]
+            if late_layout is not None:
+                m.d.sync += out_late.eq(new_late)
         with m.Elif(from_skid):
             m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
                          out_noop.eq(sk_noop), vout.eq(sk_vout)]
-        if not late_cells:
-            with m.If(load_head):
-                m.d.sync += out.eq(new_out)
-            with m.Elif(from_skid):
-                m.d.sync += out.eq(sk_out)
-        else:
-            # the late bits' cells into one LUT each with the rest of the output's choice, made
-            # first (out_rest): as `load_head ? base | late : hold` synthesis put two LUT levels
-            # behind the cells (first_o → the victim's cells → out, 9.58 ns, the worst path of a board
-            # build at 443a176)
-            out_bits = out.as_value()
-            out_rest = Signal(len(out_bits), attrs={"keep": 1})
-            m.d.comb += out_rest.eq(Mux(load_head, new_out_base, Mux(from_skid, sk_out.as_value(), out_bits)))
-            out_next = Cat(*[lut4(m, platform, lambda c0, c1, ld, e: e or (ld and (c0 or c1)),
-                                  (late_cells[k][0], late_cells[k][1] if len(late_cells[k]) > 1 else Const(0, 1),
-                                   load_head, out_rest[k]), name=f"out_late{k}")
-                             if k in late_cells else out_rest[k] for k in range(len(out_bits))])
-            m.d.sync += out.eq(out_next)
+            if late_layout is not None:
+                m.d.sync += out_late.eq(sk_late)
+        with m.If(load_head):
+            m.d.sync += out.eq(new_out)
+        with m.Elif(from_skid):
+            m.d.sync += out.eq(sk_out)
         # the skid register's content copies the stage while the register is empty (unused then),
         # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
         with m.If(adv6):
             m.d.sync += [sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
                          sk_noop.eq(pf_noop | x.lk), sk_out.eq(new_out), sk_vout.eq(new_vout)]
+            if late_layout is not None:
+                m.d.sync += sk_late.eq(new_late)
         with m.If(load_skid):
             m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
