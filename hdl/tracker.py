@@ -518,16 +518,18 @@ class Tracker(wiring.Component):
         # the step compares are made with both states and chosen after (the bypass is not on
         # the path from the entry through the compare into accept's lookahead)
         st_ram = data.View(g.step_layout(), ib_st[0])
-        # The step cand leaves (st_left.cur_step: its queue's step if cand steps back, else its
-        # own) is a register, cand_su, loaded with cand, so the head's compares are against two
-        # registers, cand_su (the bypass) and its entry's state, a carry chain each, chosen by one
-        # LUT after them. (Compared with cand.step and cand_st.cur_step, chosen by cand_back and
-        # then by the bypass, the chains were three multiplexer levels in front of accept's
-        # lookahead: ib0 → the chain → wait_r, 9.12–9.43 ns in board build m2's four placements.)
-        cand_su = Signal(S.STEP_BITS)
+        # (the step cand leaves, st_left.cur_step, is its queue's step if cand steps back, else
+        # cand's own: the compares are made with both and chosen by cand_back after them, so each
+        # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
+        # the chain → wait_r was 9.80 ns in a board build)
+        nxt_back_c, nxt_new_c = Signal(name="nxt_back_c"), Signal(name="nxt_new_c")
+        m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
+                     nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
         nxt_back, nxt_new = Signal(name="nxt_back"), Signal(name="nxt_new")
-        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt.step < cand_su, st_ram.started & (nxt.step < st_ram.cur_step))),
-                     nxt_new.eq(Mux(st_byp, nxt.step > cand_su, st_ram.started & (nxt.step > st_ram.cur_step)))]
+        m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
+                                     st_ram.started & (nxt.step < st_ram.cur_step))),
+                     nxt_new.eq(Mux(st_byp, nxt_new_c,
+                                    st_ram.started & (nxt.step > st_ram.cur_step)))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
@@ -536,7 +538,6 @@ class Tracker(wiring.Component):
         m.d.comb += nxt_over.eq(Mux(st_byp, left_over, st_ram.step_reads > self.budget))
         with m.If(load_c):
             m.d.sync += [cand_v.eq(1), cand.eq(nxt), cand_st.eq(st_nxt), cand_back.eq(nxt_back), cand_new.eq(nxt_new),
-                         cand_su.eq(Mux(nxt_back, st_nxt.cur_step, nxt.step)),
                          cand_bad.eq(nxt_bad), cand_over.eq(nxt_over)]
         with m.Elif(take):
             m.d.sync += cand_v.eq(0)
@@ -646,8 +647,9 @@ class Tracker(wiring.Component):
                      rec_w1.addr.eq(rec_w.addr), rec_w1.data.eq(rec_w.data), rec_w1.en.eq(rec_w.en)]
 
         # the event's step and mode, and the step state it leaves (written while it is in cand)
+        s_in = cand.step
         backwards = cand_back
-        s_use = cand_su                                       # Mux(backwards, st.cur_step, cand.step)
+        s_use = Mux(backwards, st.cur_step, s_in)
         new_step = cand_new
         dense = Mux(~st.started, 0, Mux(new_step, dense_on & cand_over, st.dense))
         sat = (1 << g.step_reads) - 1
@@ -1209,9 +1211,9 @@ class Tracker(wiring.Component):
             # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
             # AND of SQ terms, two LUT levels)
             # Three copies, each with a last AND level of its own (cells): first for the rewritten-
-            # slot masks on the list stage's loop; first_o for the output stage's victim registers
-            # (out_late, sk_late); first_r for the rest (the victim's index, the residency update,
-            # the prefetch flag). As one signal
+            # slot masks on the list stage's loop; first_o for the victim's position in the
+            # decision and the victim response (an AND-OR of some 20 bits per slot); first_r for
+            # the rest (the victim's index, the residency update, the prefetch flag). As one signal
             # it had about 40 loads across the part and a 2.9 ns route into the mask cells; with
             # two copies, first_o's 2.0 ns route led the paths into resident and the decision.
             # (beyond 16 slots, one signal, plain logic)
@@ -1695,20 +1697,19 @@ class Tracker(wiring.Component):
         res_ema = Signal(S.SCORE_BITS)
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
-        out_payload, vout_payload = Signal(g.decision_layout()), Signal(g.vresp_layout())
         need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
         out_noop = Signal()             # the output record changed nothing (a lookup, or a prefetch of a resident entry)
         need_wr = v_out & (r_out.kind == K_EVENT) & ~out_noop
         need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
         m.d.comb += [
             self.decision.valid.eq(need_dec & ~dec_done),
-            self.decision.payload.eq(out_payload),
+            self.decision.payload.eq(out),
             self.meta_wr.valid.eq(need_wr & ~wr_done),
             self.meta_wr.payload.addr.eq(Cat(r_out.position, r_out.q)),
             self.meta_wr.payload.wdata.eq(Cat(res_ema, r_out.step, res_slot.as_unsigned()[:T.SLOT_BITS],
                                               Const(0, T.SLOT_BITS - g.sb) if g.sb < T.SLOT_BITS else Const(0, 0))),
             self.victim_resp.valid.eq(need_vr),
-            self.victim_resp.payload.eq(vout_payload),
+            self.victim_resp.payload.eq(vout),
         ]
         dec_ok = ~need_dec | dec_done | self.decision.ready
         wr_ok = ~need_wr | wr_done | self.meta_wr.ready
@@ -1751,15 +1752,17 @@ class Tracker(wiring.Component):
         vr_answers = (x.kind == K_VREQ) & ~locked & answer
         o_lk = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=resident,
                     slot=Mux(resident, slot_src, 0), lookup=Const(1, 1))
-        late_layout = None              # the matrix's victim registers in the output stage (below)
+        late = None                     # the decision's fields ORed in after the kind's choice
+        late_cells = {}                 # ... per bit of the decision: the cell outputs ORed in
         if self.select == "ring":
             ev_victim_pos, ev_slot = Mux(do_evict, vic_pos, 0), Mux(no_victim, 0, s_ins)
             vr_victim = Mux(vr_answers, vic_pos, 0)
         else:
-            # The fields that wait for the victim (first, the row ANDs) are kept apart from the
+            # The fields that wait for the victim (first, the row ANDs) are ORed in after the
             # choice of the record's kind, which is made from registers alone: the victim's
-            # position is first's AND-OR over the positions, and its slot the victim's index ORed
-            # with the other cases' slot (first is all zeros without an evictable slot, where both
+            # position is first's AND-OR over the positions, each zeroed ahead (from registers)
+            # unless this record reports a victim, and its slot is the victim's index ORed with
+            # the other cases' slot (first is all zeros without an evictable slot, where both
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
             # ev_victim: this record's decision reports the victim. Its record-kind terms are
             # registered as the record enters the stage, so ev_victim is one LUT of registers and
@@ -1770,61 +1773,68 @@ class Tracker(wiring.Component):
                 m.d.sync += ev_kind_ok.eq((r[LS - 1].kind != K_ERROR) & ~r[LS - 1].lk)
             ev_victim = Signal()
             m.d.comb += ev_victim.eq(evicting & ev_kind_ok)
-            # The victim's one-hot (first_o, zeroed unless this record reports a victim) and the
-            # queue's positions are registered with the output (out_late, and sk_late in the skid
-            # register), and the decision's and the victim response's victim and slot are an AND-OR
-            # of those registers behind them (out_payload, vout_payload). As an AND-OR of first_o's
-            # cells in front of the output register, the row ANDs, the cells and their routes were
-            # a path in every placement (snap_mx → first_o → the cells → out or sk_out, 8.6–9.1 ns
-            # in board build m2); the AND-OR's consumer on the board is the bridge's register slice.
+            # Each late bit is an AND-OR of cells (and_or_lut4) over first_o and a value zeroed
+            # from registers, ORed into the output register's input by synthesis (plain logic
+            # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
-            vr_take = Signal()
+
+            def late_cells_of(values, name):
+                """Per bit b of values[i] (first_o's slot i), the cell outputs whose OR is the bit."""
+                return [and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)], f"{name}{b}")
+                        for b in range(len(values[0]))]
+
+            def ored(cells):
+                return Cat(*[Cat(*c).any() for c in cells])
+            # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
+            vic_cells = late_cells_of([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or")
+            slot_cells = [and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
+                                      f"ev_slot_or{b}") for b in range(g.sb)]
+            late = pack(dl, victim=ored(vic_cells), slot=ored(slot_cells))
+            late_cells = {**{dl["victim"].offset + b: c for b, c in enumerate(vic_cells)},
+                          **{dl["slot"].offset + b: c for b, c in enumerate(slot_cells)}}
+            vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_victim = 0
-            late_layout = data.StructLayout({"v1h": SQ, "r1h": SQ, "pos": SQ * g.pb})
-            new_late = pack(late_layout, v1h=Mux(ev_victim, first_o, 0), r1h=Mux(vr_take, first_o, 0),
-                                 pos=Cat(*mpos))
+            vr_victim = ored(late_cells_of([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or"))
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
         new_out_base = Mux(err, o_err, Mux(x.lk, o_lk, o_ev))
         new_out = new_out_base
+        if late is not None:
+            new_out = new_out | late
         new_vout = pack(vl, layer=x.layer, head=x.head, error=x.kind == K_VERR,
                         locked=(x.kind == K_VREQ) & locked,
                         valid=vr_answers,
                         victim=vr_victim)
-        if late_layout is None:
-            m.d.comb += [out_payload.eq(out), vout_payload.eq(vout)]
-        else:
-            out_late, sk_late = Signal(late_layout, name="out_late"), Signal(late_layout, name="sk_late")
-            late_pos = [out_late.pos[i * g.pb:(i + 1) * g.pb] for i in range(SQ)]
-
-            def late_read(onehot):
-                return Cat(*[Cat(*[onehot[i] & p[b] for i, p in enumerate(late_pos)]).any() for b in range(g.pb)])
-            late_slot = Cat(*[Cat(*[out_late.v1h[i] for i in range(SQ) if i >> b & 1]).any() for b in range(g.sb)])
-            m.d.comb += [out_payload.eq(out.as_value() | pack(dl, victim=late_read(out_late.v1h), slot=late_slot)),
-                         vout_payload.eq(vout.as_value() | pack(vl, victim=late_read(out_late.r1h)))]
         with m.If(load_head):
             m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
                          out_noop.eq(pf_noop | x.lk), vout.eq(new_vout)]
-            if late_layout is not None:
-                m.d.sync += out_late.eq(new_late)
         with m.Elif(from_skid):
             m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
                          out_noop.eq(sk_noop), vout.eq(sk_vout)]
-            if late_layout is not None:
-                m.d.sync += out_late.eq(sk_late)
-        with m.If(load_head):
-            m.d.sync += out.eq(new_out)
-        with m.Elif(from_skid):
-            m.d.sync += out.eq(sk_out)
+        if not late_cells:
+            with m.If(load_head):
+                m.d.sync += out.eq(new_out)
+            with m.Elif(from_skid):
+                m.d.sync += out.eq(sk_out)
+        else:
+            # the late bits' cells into one LUT each with the rest of the output's choice, made
+            # first (out_rest): as `load_head ? base | late : hold` synthesis put two LUT levels
+            # behind the cells (first_o → the victim's cells → out, 9.58 ns, the worst path of a board
+            # build at 443a176)
+            out_bits = out.as_value()
+            out_rest = Signal(len(out_bits), attrs={"keep": 1})
+            m.d.comb += out_rest.eq(Mux(load_head, new_out_base, Mux(from_skid, sk_out.as_value(), out_bits)))
+            out_next = Cat(*[lut4(m, platform, lambda c0, c1, ld, e: e or (ld and (c0 or c1)),
+                                  (late_cells[k][0], late_cells[k][1] if len(late_cells[k]) > 1 else Const(0, 1),
+                                   load_head, out_rest[k]), name=f"out_late{k}")
+                             if k in late_cells else out_rest[k] for k in range(len(out_bits))])
+            m.d.sync += out.eq(out_next)
         # the skid register's content copies the stage while the register is empty (unused then),
         # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
         with m.If(adv6):
             m.d.sync += [sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
                          sk_noop.eq(pf_noop | x.lk), sk_out.eq(new_out), sk_vout.eq(new_vout)]
-            if late_layout is not None:
-                m.d.sync += sk_late.eq(new_late)
         with m.If(load_skid):
             m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
