@@ -329,6 +329,10 @@ def test_seed_sweep_without_an_sdf_gives_fmax_alone(tmp_path, monkeypatch, capsy
     out = capsys.readouterr().out
     assert f"seed 3: 103.00 MHz (FAIL at 125.00 MHz), {build / 'seed3' / 'top.tim'}" in out
     assert "seed 2: 102.00 MHz (FAIL at 125.00 MHz), 1 endpoint beyond" in out
+    # an SDF that does not parse (a run stopped while writing it) is named in its seed's line
+    bad = build / "seed2" / "top.sdf"
+    bad.write_text("(DELAYFILE (SDFVERSION")
+    assert fpga._beyond(bad, 8.0) == f" (no endpoint count: {bad}: not an SDF file (no complete DELAYFILE))"
 
 
 def test_seed_sweep_errors(tmp_path, monkeypatch, capsys):
