@@ -70,6 +70,7 @@ META_BITS = 64
 #: cycle in the back end right behind the record it forwards from)
 COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
 ADV_COPIES = 9           # copies of the pipeline's advance (Tracker.elaborate, adv_at)
+ADV_LIST_COPIES = 3      # ... of which the list stage's: the matrix; the keys and list word; the rest
 INFLIGHT = 32            # events between accept and retire (covers read latencies up to ~10)
 
 META_LAYOUT = data.StructLayout({"ema": S.SCORE_BITS, "t_last": S.STEP_BITS, "slot": T.SLOT_BITS})
@@ -818,8 +819,9 @@ class Tracker(wiring.Component):
 
         def adv_at(stage, part=0):
             """The enable of registers that move with the record entering r[stage]: a copy per
-            three stages in front of the list stage, three for the list stage (``part``)."""
-            return adv_c[ADV_COPIES - 3 + part if stage >= LS else stage * (ADV_COPIES - 3) // LS] & ~splice
+            three stages in front of the list stage, ADV_LIST_COPIES for the list stage (``part``)."""
+            front = ADV_COPIES - ADV_LIST_COPIES
+            return adv_c[front + part if stage >= LS else stage * front // LS] & ~splice
 
         # B0 load: the record FIFO's head, and its metadata word if it needs one. The head is a
         # register (head_q), so B0's decision (needs a word, waits behind its source) starts at
