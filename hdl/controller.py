@@ -317,7 +317,7 @@ class Controller(wiring.Component):
         By default it is reset by ``held`` or the sync domain's reset, an OR that synthesis puts in
         one LUT in front of the reset input of every register of the tracker, its memory and the
         HDM decode: on the ECP5 board top that net, thousands of loads behind that LUT, was the
-        most frequent failing group at 125 MHz (docs/fpga.md). With ``hold_domain`` the block runs
+        most frequent failing group at 125 MHz (docs/fpga-timing-log.md). With ``hold_domain`` the block runs
         in that domain instead (the parent's, made by :func:`hold_domain`: sync's clock, no reset)
         and ``held`` is its only reset: ``held`` is a sync register that the sync domain's reset
         sets, so that reset still clears the block, from the cycle after it is asserted until

@@ -811,7 +811,7 @@ class Tracker(wiring.Component):
         res_slot = Signal(g.sb)                 # the slot the output record's position holds after it
         m.d.comb += adv.eq(adv6 & ~splice)
         # The stage registers' enables, some 4,000 pins: as adv (from sk_v, below) one net, whose
-        # routes across the part led 469 failing endpoints in a board build (k1, docs/fpga.md). One copy per
+        # routes across the part led 469 failing endpoints in a board build (k1, docs/fpga-timing-log.md). One copy per
         # group of stages (adv_at), each a flip-flop that follows ~sk_v, its next value a cell of
         # its own (_cells.lut4) so that synthesis merges neither the copies nor their enables.
         # adv itself stays for the logic that reads it.

@@ -42,7 +42,7 @@ RESOURCES = {"TRELLIS_COMB": "lut", "TRELLIS_FF": "ff", "DP16KD": "bram", "MULT1
 #: nextpnr's placer options for every build. The analytic placer's timing weight is raised from
 #: its default (10) to 25: on three board-top netlists it gave 102.91, 94.88 and 96.64 MHz where
 #: the default gave 93.69, 91.71 and 91.59 (the scoring pipeline alone: 122.68 against 123.96);
-#: docs/fpga.md, "Flow options"
+#: docs/fpga-timing-log.md, "Flow options tried"
 NEXTPNR_OPTS = "--placer-heap-timingweight 25"
 #: Yosys commands after reading the design: Amaranth gives every state register an initial
 #: value, and Yosys's fsm pass then leaves the state machine as written (binary); without it the
@@ -51,7 +51,7 @@ NEXTPNR_OPTS = "--placer-heap-timingweight 25"
 #: held in reset from configuration until the PLL locks (BoardTop), so no state register is used
 #: before its reset. For the board top only (build_board), where it was measured to help over four
 #: placements; the scoring pipeline alone measured slower with it (its decay divider one-hot: mean
-#: 125.57 MHz over four seeds against 131.37). docs/fpga.md, "Board builds, j1 … m2"
+#: 125.57 MHz over four seeds against 131.37). docs/fpga-timing-log.md, "Board builds, j1, j2, k1, m1 and m2"
 YOSYS_AFTER_READ = "setattr -unset init w:*fsm_state"
 
 #: synth-check: the smallest controller, at the board's clock, on the ULX3S
