@@ -148,6 +148,24 @@ def test_the_board_top_takes_the_one_hot_option_and_a_block_alone_does_not(monke
     assert "script_after_read" not in seen[-1]
 
 
+def test_the_bench_measures_both_board_tops_under_their_own_names(monkeypatch, tmp_path):
+    """fpga.ulx3s_85f.* and fpga.ecpix5_85f.*, each from its own board's build directory."""
+    from cxlkv.tb.fpga import bench
+    built = []
+
+    def fake_build_board(board, core_mhz, baud, controller, out, allow_timing_fail):
+        built.append((board, core_mhz, out.name, allow_timing_fail))
+        tim = tmp_path / f"{board}.tim"
+        tim.write_text(SAMPLE.read_text())
+        return tim, {"board": board}
+
+    monkeypatch.setattr(bench.fpga, "build_board", fake_build_board)
+    names = [m["name"] for board in bench.BOARDS for m in bench.measure_board(board)]
+    assert built == [("ulx3s-85f", 125.0, "bench-ulx3s-85f", True), ("ecpix5-85f", 125.0, "bench-ecpix5-85f", True)]
+    for prefix in ("fpga.ulx3s_85f", "fpga.ecpix5_85f"):
+        assert {f"{prefix}.{k}" for k in ("fmax_mhz", "lut_pct", "ff_pct", "bram_pct", "dsp_pct")} <= set(names)
+
+
 # ---- the vendor-board template
 
 def test_vendor_template_moves_hdm_traffic():

@@ -24,5 +24,5 @@ def _leds(platform):
 BOARD = Board(
     name="ecpix5-85f", description="LambdaConcept ECPIX-5, LFE5UM5G-85F-8BG554", platform=_platform,
     clock="clk100", clock_mhz=100.0, reset_button=("rst", 0), leds=_leds, controller=CONTROLLER,
-    core_mhz=CORE_MHZ,                  # the ULX3S's (the -8 grade is faster; not measured with the tracker)
+    core_mhz=CORE_MHZ,                  # the ULX3S's; the board top closes 160.98 MHz here at 125 (docs/fpga.md)
     program="openFPGALoader -b ecpix5 build/fpga/ecpix5-85f/top.bit")

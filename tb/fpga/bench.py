@@ -1,11 +1,13 @@
-"""fpga.ulx3s_85f.*: fmax and utilisation from nextpnr-ecp5, for the board top and the scoring pipeline alone.
+"""fpga.<board>.*: fmax and utilisation from nextpnr-ecp5, for the board tops and the scoring pipeline alone.
 
-Two place-and-route runs (a few minutes of CPU each, one at a time):
+Three place-and-route runs (10 to 15 minutes each on the 2-core machine, one at a time):
 
-* the board top (UART bridge with its event path + Controller in the board's
+* the ULX3S board top (UART bridge with its event path + Controller in the board's
   configuration, the tracker on chip: hdl/boards/ulx3s.py; PLL
   constrained at 125 MHz, the goal): ``fpga.ulx3s_85f.fmax_mhz`` for the core
-  clock and ``fpga.ulx3s_85f.{lut,ff,bram,dsp}_pct``;
+  clock and ``fpga.ulx3s_85f.{lut,ff,bram,dsp}_pct``; its LFE5U-85F is the -6 grade;
+* the same board top on the ECPIX-5 85F (the same controller, the ECPIX-5's pins and
+  100 MHz oscillator; its LFE5UM5G-85F is the -8 grade): ``fpga.ecpix5_85f.*``;
 * cxlkv.hdl.scoring.ScoringPipeline alone between registers
   (cxlkv.hdl.boards.timing): ``fpga.ulx3s_85f.scoring.*``, since the 125 MHz goal
   is one event per clock through it.
@@ -18,6 +20,8 @@ from cxlkv import build_dir
 from cxlkv.sw import fpga
 
 BOARD = "ulx3s-85f"
+#: the board tops measured, in this order (docs/fpga.md, "Figures")
+BOARDS = ("ulx3s-85f", "ecpix5-85f")
 GOAL_MHZ = 125.0
 
 
@@ -28,11 +32,12 @@ def _path_ends(rep):
     return f"{src} -> {sink}"
 
 
-def measure_board():
-    tim, config = fpga.build_board(BOARD, GOAL_MHZ, 115200, None, build_dir() / "fpga" / f"bench-{BOARD}",
+def measure_board(board=BOARD):
+    """``fpga.<board>.*``: the board top at the goal's clock; build: build/fpga/bench-<board>/."""
+    tim, config = fpga.build_board(board, GOAL_MHZ, 115200, None, build_dir() / "fpga" / f"bench-{board}",
                                    allow_timing_fail=True)
     rep = fpga.parse_report(tim.read_text())
-    return fpga.metrics(rep, "fpga.ulx3s_85f", None, {**config, "critical_path": _path_ends(rep)})
+    return fpga.metrics(rep, f"fpga.{board.replace('-', '_')}", None, {**config, "critical_path": _path_ends(rep)})
 
 
 def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ):
@@ -55,4 +60,4 @@ def measure_scoring():
 
 
 def measure():
-    return measure_board() + measure_scoring()
+    return [m for board in BOARDS for m in measure_board(board)] + measure_scoring()
