@@ -21,8 +21,13 @@ from cxlkv.sw import fpga
 
 BOARD = "ulx3s-85f"
 #: the board tops measured, in this order (docs/fpga.md, "Figures")
-BOARDS = ("ulx3s-85f", "ecpix5-85f")
+BOARDS = (BOARD, "ecpix5-85f")
 GOAL_MHZ = 125.0
+
+
+def _prefix(board):
+    """The bench names' prefix of a board: ``fpga.ulx3s_85f`` for ``ulx3s-85f``."""
+    return f"fpga.{board.replace('-', '_')}"
 
 
 def _path_ends(rep):
@@ -37,7 +42,7 @@ def measure_board(board=BOARD):
     tim, config = fpga.build_board(board, GOAL_MHZ, 115200, None, build_dir() / "fpga" / f"bench-{board}",
                                    allow_timing_fail=True)
     rep = fpga.parse_report(tim.read_text())
-    return fpga.metrics(rep, f"fpga.{board.replace('-', '_')}", None, {**config, "critical_path": _path_ends(rep)})
+    return fpga.metrics(rep, _prefix(board), None, {**config, "critical_path": _path_ends(rep)})
 
 
 def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ):
@@ -51,7 +56,7 @@ def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ):
     rep = fpga.parse_report(tim.read_text())
     config = {"board": board, "design": f"{design} between registers (hdl/boards/timing.py)",
               "core_mhz_target": goal_mhz, "critical_path": _path_ends(rep)}
-    return fpga.metrics(rep, f"fpga.{board.replace('-', '_')}.{name}", None, config)
+    return fpga.metrics(rep, f"{_prefix(board)}.{name}", None, config)
 
 
 def measure_scoring():
