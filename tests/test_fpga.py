@@ -145,7 +145,33 @@ def test_the_board_top_takes_the_one_hot_option_and_a_block_alone_does_not(monke
     from cxlkv.hdl.scoring import ScoringPipeline
     with pytest.raises(CxlkvError, match="stopped here"):
         bench.measure_block("scoring", lambda: ScoringPipeline(id_width=32), "ScoringPipeline")
-    assert "script_after_read" not in seen[-1]
+    assert seen[-1].get("script_after_read", "") == ""
+
+
+def test_the_board_tracker_alone_is_the_board_tops_tracker_built_as_the_board_top(monkeypatch, tmp_path):
+    """fpga.ulx3s_85f.tracker_board.*: the tracker of the ULX3S board top's CONTROLLER (not the
+    tracker bench's small one), between registers, with the board top's Yosys script."""
+    from cxlkv.hdl.boards.ulx3s import CONTROLLER
+    from cxlkv.tb.tracker import bench as tracker_bench
+    seen = []
+
+    def fake_build(board_name, top, out, **kw):
+        top._MustUse__silence = True
+        block = top.make_block()
+        block._MustUse__silence = True          # nor this one
+        seen.append((board_name, out.name, kw, block))
+        raise CxlkvError("stopped here")
+
+    monkeypatch.setattr(fpga, "_board_build", fake_build)
+    with pytest.raises(CxlkvError, match="stopped here"):
+        tracker_bench.fpga_board_tracker()
+    board, out, kw, tracker = seen[-1]
+    assert (board, out) == ("ulx3s-85f", "bench-ulx3s-85f-tracker_board")
+    assert kw["script_after_read"] == fpga.YOSYS_AFTER_READ and kw["allow_timing_fail"]
+    g = tracker.geom
+    assert (g.n_layers, g.n_kv_heads, g.n_positions, g.max_budget, tracker.select) == (
+        CONTROLLER["n_layers"], CONTROLLER["n_kv_heads"], 1 << CONTROLLER["entries_log2"],
+        CONTROLLER["max_budget"], CONTROLLER["tracker_select"])
 
 
 def test_the_bench_measures_both_board_tops_under_their_own_names(monkeypatch, tmp_path):

@@ -45,14 +45,17 @@ def measure_board(board=BOARD):
     return fpga.metrics(rep, _prefix(board), None, {**config, "critical_path": _path_ends(rep)})
 
 
-def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ):
+def measure_block(name, make_block, design, board=BOARD, goal_mhz=GOAL_MHZ, script_after_read=""):
     """``fpga.<board>.<name>.*``: ``make_block()`` alone between registers (hdl/boards/timing.py)
     on ``board``, PLL constrained at ``goal_mhz``; ``design`` describes it in the config. The
-    blocks' own ``--fpga`` runs (tb/<block>/bench.py) use this too. Build: build/fpga/bench-<board>-<name>/."""
+    blocks' own ``--fpga`` runs (tb/<block>/bench.py) use this too. Build: build/fpga/bench-<board>-<name>/.
+    ``script_after_read``: Yosys commands after reading the design (``fpga.YOSYS_AFTER_READ``: the
+    board top's one-hot state machines, to time a block as it is built in the board top)."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.timing import TimingTop
     top = TimingTop(get_board(board), make_block, core_mhz=goal_mhz)
-    tim = fpga._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-{name}", allow_timing_fail=True)
+    tim = fpga._board_build(board, top, build_dir() / "fpga" / f"bench-{board}-{name}", allow_timing_fail=True,
+                            script_after_read=script_after_read)
     rep = fpga.parse_report(tim.read_text())
     config = {"board": board, "design": f"{design} between registers (hdl/boards/timing.py)",
               "core_mhz_target": goal_mhz, "critical_path": _path_ends(rep)}

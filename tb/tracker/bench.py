@@ -115,10 +115,30 @@ def fpga(select="ring"):
                          f"Tracker(2, 2, 64, 128, max_budget=16, select={select!r})")
 
 
+def fpga_board_tracker(board="ulx3s-85f"):
+    """``fpga.<board>.tracker_board.*``: the ULX3S board top's own tracker (its geometry, slots and
+    selection: hdl/boards/ulx3s.py ``CONTROLLER``) alone between registers on ``board``, built with
+    the board top's Yosys script (``python -m cxlkv.tb.tracker.bench --fpga --board-geometry``; one
+    place and route of about 30 minutes, not part of ``make bench``). It separates what the tracker
+    reaches by itself from what the board top reaches around it (docs/fpga.md, "Figures")."""
+    from cxlkv.sw.fpga import YOSYS_AFTER_READ
+    from cxlkv.tb.fpga.bench import measure_block
+    from cxlkv.tb.fpga.blocks import _controller
+    ctl = _controller()
+    g = ctl.geom
+    design = (f"Tracker({g.n_layers}, {g.n_kv_heads}, {g.n_positions}, {g.n_buckets}, max_budget={ctl.max_budget}, "
+              f"select={ctl.tracker_select!r}), the ULX3S board top's")
+    return measure_block("tracker_board", ctl._new_tracker, design, board=board, script_after_read=YOSYS_AFTER_READ)
+
+
 if __name__ == "__main__":
     import json
     import sys
     args = sys.argv[1:]
     select = args[args.index("--select") + 1] if "--select" in args else "ring"
-    for rec in (fpga(select) if "--fpga" in args else measure()):
+    if "--fpga" in args:
+        recs = fpga_board_tracker() if "--board-geometry" in args else fpga(select)
+    else:
+        recs = measure()
+    for rec in recs:
         print(json.dumps(rec))
