@@ -296,12 +296,19 @@ def _print_report(tim: Path, clock: str | None = "sync"):
     return rep
 
 
+def _board_clocks() -> str:
+    """Each board's default core clock, for the help text: 'ulx3s-85f 25 MHz, ecpix5-85f 25 MHz'."""
+    from cxlkv.hdl.boards import boards
+    return ", ".join(f"{name} {b.core_mhz:g} MHz" for name, b in boards().items())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.fpga", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bitstream", help="bitstream of the board top (controller behind the UART bridge)")
     b.add_argument("--board", default="ulx3s-85f")
-    b.add_argument("--core-mhz", type=float, help="core clock from the PLL (default: the board's, 125 MHz)")
+    b.add_argument("--core-mhz", type=float,
+                   help="core clock from the PLL (default: the board's, " + _board_clocks() + "; make bench measures 125)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)

@@ -397,3 +397,13 @@ def test_seed_sweep_errors(tmp_path, monkeypatch, capsys):
     (build / "build_top.sh").write_text("#!/bin/sh\n")
     assert fpga.main(["seeds", str(build)]) == 2
     assert "no nextpnr command" in capsys.readouterr().err
+
+
+def test_bitstream_help_gives_each_boards_own_default_clock(capsys):
+    """--core-mhz's default is the board's core_mhz (hdl/boards), which the help states per board."""
+    from cxlkv.hdl.boards import boards
+    with pytest.raises(SystemExit):
+        fpga.main(["bitstream", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, board in boards().items():
+        assert f"{name} {board.core_mhz:g} MHz" in text
