@@ -119,7 +119,7 @@ def fpga_board_tracker(board="ulx3s-85f"):
     """``fpga.<board>.tracker_board.*``: the ULX3S board top's own tracker (its geometry, slots and
     selection: hdl/boards/ulx3s.py ``CONTROLLER``) alone between registers on ``board``, built with
     the board top's Yosys script (``python -m cxlkv.tb.tracker.bench --fpga --board-geometry``; one
-    place and route of about 30 minutes, not part of ``make bench``). It separates what the tracker
+    place and route of 10 to 30 minutes, not part of ``make bench``). It separates what the tracker
     reaches by itself from what the board top reaches around it (docs/fpga.md, "Figures")."""
     from cxlkv.sw.fpga import YOSYS_AFTER_READ
     from cxlkv.tb.fpga.bench import measure_block
