@@ -52,7 +52,7 @@ class ChunkedInputs(wiring.Component):
         return m
 
 
-def _controller():
+def board_controller():
     """The board's Controller, never elaborated: its ports give the bridge's and memory's shapes."""
     from cxlkv.hdl.boards.ulx3s import CONTROLLER
     from cxlkv.hdl.controller import Controller
@@ -71,14 +71,14 @@ def block(name):
         from cxlkv.hdl.boards.ecp5 import uart_divisor
         from cxlkv.hdl.uartbridge import UARTBridge
         divisor, _ = uart_divisor(GOAL_MHZ, BAUD)
-        members = _controller().signature.members
+        members = board_controller().signature.members
         layouts = {"event_layout": members["event"].signature.members["payload"].shape,
                    "decision_layout": members["decision"].signature.members["payload"].shape}
         return (lambda: UARTBridge(divisor=divisor, **layouts),
                 f"UARTBridge(divisor={divisor}) with the board's event and decision layouts")
     if name == "trackermem":
         from cxlkv.hdl.controller import TrackerMemory
-        ctl = _controller()
+        ctl = board_controller()
         return (lambda: TrackerMemory(ctl.geom, ctl._tracker_ports),
                 f"TrackerMemory, {ctl.geom.n_queues} queues x {ctl.geom.n_positions} x 64 bits")
     if name == "bisnoop":               # not in the board top yet (docs/bisnoop.md, "Figures")

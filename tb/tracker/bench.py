@@ -123,8 +123,8 @@ def fpga_board_tracker(board="ulx3s-85f"):
     reaches by itself from what the board top reaches around it (docs/fpga.md, "Figures")."""
     from cxlkv.sw.fpga import YOSYS_AFTER_READ
     from cxlkv.tb.fpga.bench import measure_block
-    from cxlkv.tb.fpga.blocks import _controller
-    ctl = _controller()
+    from cxlkv.tb.fpga.blocks import board_controller
+    ctl = board_controller()
     g = ctl.geom
     design = (f"Tracker({g.n_layers}, {g.n_kv_heads}, {g.n_positions}, {g.n_buckets}, max_budget={ctl.max_budget}, "
               f"select={ctl.tracker_select!r}), the ULX3S board top's")
