@@ -298,7 +298,7 @@ def _print_report(tim: Path, clock: str | None = "sync"):
 
 
 def _board_clocks() -> str:
-    """Each board's default core clock, for the help text: 'ulx3s-85f 25 MHz, ecpix5-85f 25 MHz'."""
+    """Each board's default core clock, for the help text ('<board> <MHz> MHz, ...', from hdl/boards)."""
     from cxlkv.hdl.boards import boards
     return ", ".join(f"{name} {b.core_mhz:g} MHz" for name, b in boards().items())
 
