@@ -64,6 +64,11 @@ BI_HOST_CHANNELS = ("m2s_req", "m2s_rwd", "m2s_birsp", "s2m_ndr", "s2m_drs", "s2
 BI_RWD_REFUSED = 7
 #: cycles the evict gate waits before asking again for a line the engine answered Busy
 BI_RETRY_CYCLES = 16
+#: Busy answers the evict gate takes per eviction before it leaves the line it asked for to the host
+#: (unsnooped, counted in BI_SNOOPS_SKIPPED): Busy means no free BITag (or the line already in BIP), and
+#: a BITag frees only on a BIRsp, which can wait on a BIConflictAck behind a MemWr that waits on the data
+#: path that waits on this grant (docs/controller.md, "BI-snoop")
+BI_BUSY_LIMIT = 16
 
 
 def hold_domain(sync: ClockDomain, name: str = "hold") -> ClockDomain:
@@ -1178,10 +1183,11 @@ class Controller(wiring.Component):
         ]
 
         # the evict gate: a policy evict for each line of the victim entry (in parallel, up to the
-        # engine's BITags), Busy retried after BI_RETRY_CYCLES; the grant once every line is released
-        # or its BISnpInv has left: the host's dirty data follows the move through the data path, and
-        # the data path is not held on the host's answer (which can wait behind data-path accesses on
-        # RwD, e.g. a BIConflict behind a MemWr when the access queue is full)
+        # engine's BITags), Busy retried after BI_RETRY_CYCLES; the grant once every line is released,
+        # or its BISnpInv has left, or it was left to the host after BI_BUSY_LIMIT Busy answers: the
+        # host's dirty data follows the move through the data path, and the data path is not held on
+        # the host's answer (which can wait behind data-path accesses on RwD, e.g. a BIConflict behind
+        # a MemWr when the access queue is full), neither for its snoop nor for the BITag it needs
         lpe = self.tier_lines
         er, gr, pol, prs = tm.evict_req, tm.evict_grant, eng.policy, eng.policy_rsp
         active = Signal()
@@ -1191,6 +1197,8 @@ class Controller(wiring.Component):
         issued = Signal(lpe)
         snooped = Signal(lpe)                         # a BISnpInv for the line has left
         retry = Signal(range(BI_RETRY_CYCLES + 1))
+        busy_left = Signal(range(BI_BUSY_LIMIT + 1))  # Busy answers this eviction may still retry
+        skip = Signal()                               # a Busy answer past the limit: the line is left
         es_lines = Signal(4)                          # log2 of the lines of an entry in the HDM layout
         m.d.comb += es_lines.eq(regs.hdm_layout_entry_shift - 6)
         line_mask = Signal(lpe)                       # lines that exist in the configured entry
@@ -1235,7 +1243,7 @@ class Controller(wiring.Component):
             m.d.sync += [active.eq(0), retry.eq(0)]
         with m.Elif(er.valid & er.ready):
             m.d.sync += [active.eq(1), cur_q.eq(er.payload.queue), cur_p.eq(er.payload.position),
-                         released.eq(~line_mask), issued.eq(0), snooped.eq(0)]
+                         released.eq(~line_mask), issued.eq(0), snooped.eq(0), busy_left.eq(BI_BUSY_LIMIT)]
         with m.Elif(gr.valid & gr.ready):
             m.d.sync += active.eq(0)
         with m.Else():
@@ -1248,11 +1256,12 @@ class Controller(wiring.Component):
             with m.If(snp_mine):
                 m.d.comb += snp_set.eq(1 << snp_line)
             # answers of an earlier entry's snoops (Released after its BIRspI) are not this entry's
-            with m.If(prs.valid & mine & (prs.payload.op == MB.R_BUSY)):
+            with m.If(prs.valid & mine & (prs.payload.op == MB.R_BUSY) & (busy_left != 0)):
                 m.d.comb += iss_clr.eq(1 << got)
-                m.d.sync += retry.eq(BI_RETRY_CYCLES)
-            with m.Elif(prs.valid & mine):             # Released, Done or Refused (a line it does not track)
-                m.d.comb += rel_set.eq(1 << got)
+                m.d.sync += [retry.eq(BI_RETRY_CYCLES), busy_left.eq(busy_left - 1)]
+            with m.Elif(prs.valid & mine):             # Released, Done, Refused (a line it does not track)
+                m.d.comb += rel_set.eq(1 << got)       # or Busy past the limit (left to the host)
+                m.d.comb += skip.eq(prs.payload.op == MB.R_BUSY)
             m.d.sync += [released.eq(released | rel_set), issued.eq((issued | iss_set) & ~iss_clr),
                          snooped.eq(snooped | snp_set)]
 
@@ -1274,7 +1283,7 @@ class Controller(wiring.Component):
             "BIRSP_I": bfire & (op == MB.BIRSP_I), "BIRSP_S": bfire & (op == MB.BIRSP_S),
             "BIRSP_E": bfire & (op == MB.BIRSP_E),
             "BI_CONFLICTS": erwd.valid & erwd.ready & (erwd.payload.opcode == MB.BI_CONFLICT),
-            "PROTO_ERRORS": proto, "BI_TIMEOUTS": tmo,
+            "PROTO_ERRORS": proto, "BI_TIMEOUTS": tmo, "BI_SNOOPS_SKIPPED": skip,
         }
         m.d.comb += [regs.status_bi_timeout.eq(eng.err_status[MB.E_TIMEOUT - 1]),
                      regs.irq_status_bi_timeout_set.eq(tmo), regs.irq_status_proto_error_set.eq(proto)]

@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "8f4ddc4813320d18a41f5cd2aaec1b879d89fe1eab31c566ad3972f1f1280ea3"
+SOURCE_SHA256 = "b1f1c8257c15f2b3b2e3b6de0e1ae72d16688c82673ea4eecd29a8480cac366e"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -232,6 +232,9 @@ REGISTERS = (
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('STALL_CYCLES', 0x190, 64, external=False, desc='Cycles the tracker waited on its memory ports.', fields=(
+        Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
+    )),
+    Register('BI_SNOOPS_SKIPPED', 0x198, 64, external=False, desc="Lines of evicted entries left to the host unsnooped: the evict gate's BI_BUSY_LIMIT Busy answers of an eviction were spent (no free BITag while the host's answers wait); the data stays safe, the host keeps its copy.", fields=(
         Field('count', 0, 64, 'r', 'w', None, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc=''),
     )),
     Register('NO_VICTIM', 0x1a0, 64, external=False, desc="Demand misses with nothing evictable (the policy's bypass: the entry is not inserted).", fields=(

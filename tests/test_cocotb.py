@@ -31,3 +31,18 @@ def test_replay_setting_names_the_seed_of_a_run(tmp_path, monkeypatch):
     assert _replay_setting({}, tmp_path / "missing.log") is None
     log.write_text("no seed here\n")
     assert _replay_setting({}, log) is None
+
+
+@pytest.mark.cocotb
+def test_controller_cxl_heavy_at_the_seed_that_deadlocked_the_evict_gate():
+    """controller_cxl's test_random_heavy with the cocotb seed that deadlocked the evict gate when it
+    asked again after every Busy: an eviction waited for a BITag, every BITag held a snoop whose host
+    waited for a BIConflictAck, the BIConflicts waited on RwD behind a MemWr, the MemWr for room in the
+    full access queue, the access queue for the eviction (docs/controller.md, "BI-snoop"). The gate now
+    leaves a line to the host after BI_BUSY_LIMIT Busy answers; the run checks BI_SNOOPS_SKIPPED
+    against the ports."""
+    from cxlkv.tb.controller import BENCHES as CXL
+    from cxlkv.tb.controller.test_cxl import HEAVY_DEADLOCK_SEED
+    result = run(CXL[0], testcase="test_random_heavy", seed=HEAVY_DEADLOCK_SEED)
+    assert [r.name for r in result.results] == ["test_random_heavy"], result.results
+    assert result.passed, f"{result.results[0].message}\nlogs: {result.build_dir}"

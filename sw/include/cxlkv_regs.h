@@ -526,6 +526,11 @@ extern "C" {
 #define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bp 0
 #define CXLKV_REGS__COUNTER_T_DESC_F8D040B1__COUNT_bw 64
 
+// reg - cxlkv_regs::counter_t_desc_a6e94fd1
+#define CXLKV_REGS__COUNTER_T_DESC_A6E94FD1__COUNT_bm 0xffffffffffffffff
+#define CXLKV_REGS__COUNTER_T_DESC_A6E94FD1__COUNT_bp 0
+#define CXLKV_REGS__COUNTER_T_DESC_A6E94FD1__COUNT_bw 64
+
 // reg - cxlkv_regs::counter_t_desc_34816d0e
 #define CXLKV_REGS__COUNTER_T_DESC_34816D0E__COUNT_bm 0xffffffffffffffff
 #define CXLKV_REGS__COUNTER_T_DESC_34816D0E__COUNT_bp 0
@@ -747,7 +752,7 @@ typedef struct __attribute__ ((__packed__)) {
     uint64_t QUANT_RAW_LINES;
     uint64_t PHASE_CHANGES;
     uint64_t STALL_CYCLES;
-    uint8_t RESERVED_198_19f[0x8];
+    uint64_t BI_SNOOPS_SKIPPED;
     uint64_t NO_VICTIM;
     uint64_t STEP_ERRORS;
     uint64_t BAD_EVENTS;

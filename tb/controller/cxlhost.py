@@ -35,6 +35,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from cxlkv.hdl.bisnoop import CHANNELS
+from cxlkv.hdl.controller import BI_BUSY_LIMIT
 from cxlkv.models import bisnoop as M
 from cxlkv.models import controller as MC
 from cxlkv.models import hdm as MH
@@ -154,6 +155,12 @@ class CxlEnv:
         self.predicted = 0
         self.sb = {ch: InOrderScoreboard(f"engine {ch}") for ch in ENGINE_CHECKED}
         self.eng_errors = {k: 0 for k in range(1, M.N_ERROR_KINDS + 1)}
+        # the evict gate as the ports show it: the victim entry's lines, Busy answers it may still retry
+        self.gate_lines: set = set()
+        self.gate_busy_left = 0
+        self.busy_answers = 0
+        self.expect_skipped = 0
+        self._gate_step = False
         self.model = None
         self.used_lines = []
         self.hosts = []                     # MESI host caches on disjoint lines, each with its own tags
@@ -242,6 +249,13 @@ class CxlEnv:
         self.eng_packers = {ch: Packer(lay(eng_dw)) for ch, (_, lay) in CHANNELS.items()}
         self.eng_tick = self.eng["tick"]
         self.eng_timeout = self.eng["timeout"]
+        # the tier mover's evict request {queue, position, slot} (hdl/tiermover.py), packed
+        qb, pb = max(1, (self.n_queues - 1).bit_length()), self.entries_log2
+        payload = dut.evict_req__payload
+        assert len(payload) == qb + pb + max(1, (self.p["max_budget"] - 1).bit_length()), \
+            f"evict_req payload of {len(payload)} bits: not {{queue {qb}, position {pb}, slot}}"
+        self.evict_req = (dut.evict_req__valid, dut.evict_req__ready, payload, qb, pb)
+        self.evict_grant = (dut.evict_grant__valid, dut.evict_grant__ready)
         dut.rst.value = 1
         cocotb.start_soon(self._loop())          # the monitor runs before reset is released
         for _ in range(3):
@@ -373,6 +387,17 @@ class CxlEnv:
                 self.seen["routes"] += 1
             if dec_v.value:
                 self.seen["decisions"] += 1
+            # the evict gate: a new victim entry, or the grant (the gate ignores answers in both cycles)
+            erv, err_, erpl, qb, pb = self.evict_req
+            gate_step = bool(erv.value and err_.value)
+            if gate_step:
+                packed = int(erpl.value)
+                q, pos = packed & ((1 << qb) - 1), (packed >> qb) & ((1 << pb) - 1)
+                self.gate_lines = {self.line_of(q, pos, sub) for sub in range(8)}
+                self.gate_busy_left = BI_BUSY_LIMIT
+            elif self.evict_grant[0].value and self.evict_grant[1].value:
+                self.gate_lines, gate_step = set(), True
+            self._gate_step = gate_step
             # the engine inside
             active = False
             for ch in ENGINE_IN:
@@ -485,6 +510,13 @@ class CxlEnv:
                 self.owner[msg["addr"]].released(msg, check_data=False)
             except HostCheckError as exc:
                 self._error(f"host: {exc}")
+        if ch == "policy_rsp" and msg["op"] == M.R_BUSY:
+            self.busy_answers += 1
+            if not self._gate_step and msg["addr"] in self.gate_lines:
+                if self.gate_busy_left:                  # asked again after BI_RETRY_CYCLES
+                    self.gate_busy_left -= 1
+                else:                                    # left to the host, unsnooped
+                    self.expect_skipped += 1
 
     def check_engine(self):
         """Every engine output matched the model in order (channels that carried nothing are skipped)."""
@@ -542,14 +574,16 @@ class CxlEnv:
 
     # -- counters --------------------------------------------------------------------------------
     async def check_counters(self):
-        """BISNP_SENT, BIRSP_*, BI_CONFLICTS, PROTO_ERRORS, BI_TIMEOUTS equal what the ports showed."""
+        """BISNP_SENT, BIRSP_*, BI_CONFLICTS, PROTO_ERRORS, BI_TIMEOUTS, BI_SNOOPS_SKIPPED equal what the
+        ports showed."""
         dev = self.dev
         got = {name: await dev.read_reg(name) for name in
-               ("BISNP_SENT", "BIRSP_I", "BIRSP_S", "BIRSP_E", "BI_CONFLICTS", "PROTO_ERRORS", "BI_TIMEOUTS")}
+               ("BISNP_SENT", "BIRSP_I", "BIRSP_S", "BIRSP_E", "BI_CONFLICTS", "PROTO_ERRORS", "BI_TIMEOUTS",
+                "BI_SNOOPS_SKIPPED")}
         want = {"BISNP_SENT": self.seen["bisnp"], "BIRSP_I": self.seen["birsp"][0], "BIRSP_S": self.seen["birsp"][1],
                 "BIRSP_E": self.seen["birsp"][2], "BI_CONFLICTS": self.seen["conflicts"],
                 "PROTO_ERRORS": sum(self.eng_errors.get(k, 0) for k in PROTO_KINDS),
-                "BI_TIMEOUTS": self.eng_errors.get(M.E_TIMEOUT, 0)}
+                "BI_TIMEOUTS": self.eng_errors.get(M.E_TIMEOUT, 0), "BI_SNOOPS_SKIPPED": self.expect_skipped}
         assert got == want, f"counters {got}, the ports showed {want}"
         return got
 

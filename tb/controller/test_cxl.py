@@ -20,6 +20,10 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
 * test_random_heavy: the same with 64 requests waiting and 16 queued: the access queue fills behind
   evictions while their snoops are out, a BIConflict waits behind a MemWr on RwD. With a gate that
   waited for the BIRsp this deadlocked (CXLKV_SEED=12); the gate grants once the snoops have left.
+  With HEAVY_DEADLOCK_SEED it deadlocked a gate that retried Busy for ever: every BITag held a snoop
+  whose host waited for a BIConflictAck behind a MemWr; the gate now leaves a line to the host after
+  BI_BUSY_LIMIT Busy answers (BI_SNOOPS_SKIPPED, equal to what the ports showed). tests/test_cocotb.py
+  runs it with that seed.
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
@@ -153,6 +157,11 @@ async def test_random_heavy(dut):
     once the snoops have left, so nothing waits on the host's answer (this deadlocked with a gate that
     waited for the BIRsp: CXLKV_SEED=12)."""
     await _random(dut, 0xD, range(44, 50), HDM_BASE, n_hosts=1, outstanding=64, queued=16)   # positions no other test uses
+
+
+#: the cocotb seed with which test_random_heavy deadlocked a gate that retried Busy for ever (found
+#: 2026-11-30); tests/test_cocotb.py runs test_random_heavy with it in a simulation of its own
+HEAVY_DEADLOCK_SEED = 1796015336
 
 
 # -- directed -------------------------------------------------------------------------------------
