@@ -1030,3 +1030,14 @@ def test_replay_in_the_board_structure_equals_policy_hw():
     finally:
         dev._loop.run_until_complete(t.close())
         dev._loop.close()
+
+
+def test_harness_optimisation_comes_from_the_environment(monkeypatch):
+    """The test suite builds the harness at -O1 (tests/conftest.py); CXLKV_HARNESS_OPT is checked."""
+    from cxlkv.tb.vharness import HARNESS_OPT, harness_flags
+    assert harness_flags()[-2:] == ("-CFLAGS", "-O1")
+    monkeypatch.delenv("CXLKV_HARNESS_OPT")
+    assert harness_flags()[-1] == HARNESS_OPT == "-O2"
+    monkeypatch.setenv("CXLKV_HARNESS_OPT", "-O9")
+    with pytest.raises(ValueError, match="CXLKV_HARNESS_OPT='-O9'"):
+        harness_flags()
