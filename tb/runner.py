@@ -134,8 +134,9 @@ def build(bench: CocotbBench, *, waves: bool = False) -> Path:
     top = bench.name
     source = generate_verilog(bench.make_dut(**bench.params), top)
     flags = list(VERILATOR_BUILD_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
-    make_flags = os.environ.get("MAKEFLAGS", "")
-    key = hashlib.sha256((source + "\0" + " ".join(flags) + "\0" + make_flags).encode()).hexdigest()[:12]
+    # the compiler settings in MAKEFLAGS (not the rest: an outer make's jobserver entries vary per run)
+    make_flags = sorted(f for f in os.environ.get("MAKEFLAGS", "").split() if f.startswith(("OPT_", "CFG_")))
+    key = hashlib.sha256((source + "\0" + " ".join(flags + make_flags)).encode()).hexdigest()[:12]
     bdir = build_dir() / "sim" / f"{top}-{bench.config_id}-{key}"
     stamp = bdir / "build.stamp"
     with _locked(bdir.with_suffix(".lock")):
