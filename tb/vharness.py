@@ -726,7 +726,7 @@ def build_harness(component, name: str) -> Path:
         bdir.mkdir(parents=True)
         (bdir / f"{name}.v").write_text(verilog)
         (bdir / "harness.cpp").write_text(cpp)
-        env = verilator_env(dict(__import__("os").environ))
+        env = verilator_env(dict(os.environ))
         cmd = ["verilator", *flags, "--top-module", name, "-Mdir", str(bdir / "obj"), "-o", str(exe),
                f"{name}.v", "harness.cpp", "-j", "2"]
         proc = subprocess.run(cmd, cwd=bdir, env=env, capture_output=True, text=True)

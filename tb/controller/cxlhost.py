@@ -158,7 +158,6 @@ class CxlEnv:
         # the evict gate as the ports show it: the victim entry's lines, Busy answers it may still retry
         self.gate_lines: set = set()
         self.gate_busy_left = 0
-        self.busy_answers = 0
         self.expect_skipped = 0
         self._gate_step = False
         self.model = None
@@ -511,7 +510,6 @@ class CxlEnv:
             except HostCheckError as exc:
                 self._error(f"host: {exc}")
         if ch == "policy_rsp" and msg["op"] == M.R_BUSY:
-            self.busy_answers += 1
             if not self._gate_step and msg["addr"] in self.gate_lines:
                 if self.gate_busy_left:                  # asked again after BI_RETRY_CYCLES
                     self.gate_busy_left -= 1
