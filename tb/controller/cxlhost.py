@@ -36,10 +36,12 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from cxlkv.hdl.bisnoop import CHANNELS
 from cxlkv.hdl.controller import BI_BUSY_LIMIT
+from cxlkv.hdl.tiermover import TierMoverLayouts
 from cxlkv.models import bisnoop as M
 from cxlkv.models import controller as MC
 from cxlkv.models import hdm as MH
 from cxlkv.models import quant as Q
+from cxlkv.models.tiermover import TierMoverConfig
 from cxlkv.sw.driver import Device
 from cxlkv.sw.transport import int_line, line_int
 from cxlkv.tb.bisnoop.host import COVER, HostCache, HostCheckError
@@ -119,6 +121,7 @@ class CxlEnv:
         self.hdm = MH.HdmConfig.packed(self.geom, base=hdm_base)
         self.lines = MC.bisnoop_lines(self.n_layers, self.n_kv_heads, self.entries_log2, LINES_PER_ENTRY)
         assert self.hdm.size // 64 == self.lines, "the packed window and the filter disagree"
+        assert self.hdm.lines_per_entry == LINES_PER_ENTRY, "the packed window's entries are not 8 lines"
         self.base_line = hdm_base >> 6
         self.ps, self.hs = self.hdm.pos_shift, self.hdm.head_shift
         self.formats = [q % 4 for q in range(self.n_queues)]
@@ -170,10 +173,10 @@ class CxlEnv:
     # -- addresses, formats, data --------------------------------------------------------------
     def line_of(self, queue, position, sub):
         layer, head = divmod(queue, self.n_kv_heads)
-        return ((((layer << self.hs) | head) << self.ps | position) << 3) | sub
+        return (((layer << self.hs) | head) << self.ps | position) * LINES_PER_ENTRY + sub
 
     def queue_of(self, line):
-        entry = line >> 3
+        entry = line // LINES_PER_ENTRY
         head = (entry >> self.ps) & ((1 << self.hs) - 1)
         layer = entry >> (self.ps + self.hs)
         return layer * self.n_kv_heads + head
@@ -248,12 +251,14 @@ class CxlEnv:
         self.eng_packers = {ch: Packer(lay(eng_dw)) for ch, (_, lay) in CHANNELS.items()}
         self.eng_tick = self.eng["tick"]
         self.eng_timeout = self.eng["timeout"]
-        # the tier mover's evict request {queue, position, slot} (hdl/tiermover.py), packed
-        qb, pb = max(1, (self.n_queues - 1).bit_length()), self.entries_log2
+        # the tier mover's evict request, decoded with the tier mover's own layout (hdl/tiermover.py)
+        mover = TierMoverConfig(n_queues=self.n_queues, n_positions=1 << self.entries_log2,
+                                frames_per_queue=self.p["max_budget"])
+        self.evict_req_packer = Packer(TierMoverLayouts(mover).evict_req)
         payload = dut.evict_req__payload
-        assert len(payload) == qb + pb + max(1, (self.p["max_budget"] - 1).bit_length()), \
-            f"evict_req payload of {len(payload)} bits: not {{queue {qb}, position {pb}, slot}}"
-        self.evict_req = (dut.evict_req__valid, dut.evict_req__ready, payload, qb, pb)
+        assert len(payload) == self.evict_req_packer.width, \
+            f"evict_req payload of {len(payload)} bits, the tier mover's layout {self.evict_req_packer.width}"
+        self.evict_req = (dut.evict_req__valid, dut.evict_req__ready, payload)
         self.evict_grant = (dut.evict_grant__valid, dut.evict_grant__ready)
         dut.rst.value = 1
         cocotb.start_soon(self._loop())          # the monitor runs before reset is released
@@ -387,12 +392,12 @@ class CxlEnv:
             if dec_v.value:
                 self.seen["decisions"] += 1
             # the evict gate: a new victim entry, or the grant (the gate ignores answers in both cycles)
-            erv, err_, erpl, qb, pb = self.evict_req
+            erv, err_, erpl = self.evict_req
             gate_step = bool(erv.value and err_.value)
             if gate_step:
-                packed = int(erpl.value)
-                q, pos = packed & ((1 << qb) - 1), (packed >> qb) & ((1 << pb) - 1)
-                self.gate_lines = {self.line_of(q, pos, sub) for sub in range(8)}
+                victim = self.evict_req_packer.unpack(int(erpl.value))
+                self.gate_lines = {self.line_of(victim["queue"], victim["position"], sub)
+                                   for sub in range(LINES_PER_ENTRY)}
                 self.gate_busy_left = BI_BUSY_LIMIT
             elif self.evict_grant[0].value and self.evict_grant[1].value:
                 self.gate_lines, gate_step = set(), True
