@@ -31,7 +31,8 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   IRQ_STATUS.bi_timeout; the late BIRsp completes the eviction and the reads behind it.
 * test_bisnp_address_hdm_base: a held line's BISnp carries the host address with HDM_BASE != 0.
 * test_scoreboards_catch_corruption: one corrupted MemData expectation and one corrupted in-situ model
-  output are each reported, and only they.
+  output are each reported, and only they; the counter check fails on a BI_SNOOPS_SKIPPED expectation
+  one off.
 
 The tests skip while ``hdl.controller.Controller`` has no ``bisnoop`` parameter (the RTL not in yet).
 """
@@ -319,6 +320,16 @@ async def test_scoreboards_catch_corruption(dut):
     errors = sum(sb.errors for sb in env.sb.values())
     assert errors == 1, f"expected exactly one engine mismatch, the scoreboards saw {errors}"
     must_fail(env.check_engine, "a corrupted model output", dut._log)
+    # the counter check: it passes as the run left it, and fails on a skip count one off (the evict
+    # gate's skips are counted from the ports; a register that drifted from them must be seen)
+    await env.check_counters()
+    env.expect_skipped += 1
+    try:
+        await env.check_counters()
+    except AssertionError as exc:
+        dut._log.info("check_counters failed as it must: %s", str(exc).splitlines()[0])
+    else:
+        raise AssertionError("check_counters() passed despite a BI_SNOOPS_SKIPPED expectation one off")
 
 
 @cocotb.test(skip=SKIP)
