@@ -15,7 +15,6 @@ from amaranth.sim import Simulator
 from cxlkv.errors import CxlkvError
 from cxlkv.hdl.boards import boards, get_board
 from cxlkv.hdl.boards.ecp5 import BoardTop, pll_config, uart_divisor
-from cxlkv.hdl.boards.ecp5 import BoardTop as _BoardTop
 from cxlkv.sw import fpga
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,60 +52,6 @@ def test_board_parameters_are_checked():
     divisor, error = uart_divisor(125.0, 115200)
     assert divisor == 1085 and error < 1e-4
     assert fpga.main(["bitstream", "--param", "n_heads=3"]) == 2          # refused before any tool runs
-
-
-def test_route_target_is_the_boards_for_its_default_clock_only():
-    """The ULX3S's default build is placed and routed for 125 MHz and runs at 100 (Board.route_mhz);
-    an explicit core clock routes at itself (the bench's 125 MHz build: no added constraint, the
-    same netlist and constraints as before), and a target below the clock is refused."""
-    ulx3s, ecpix5 = get_board("ulx3s-85f"), get_board("ecpix5-85f")
-
-    def BoardTop(*args, **kw):                  # tops only looked at, never elaborated
-        top = _BoardTop(*args, **kw)
-        top._MustUse__silence = True
-        return top
-
-    top = BoardTop(ulx3s)
-    assert (top.core_mhz, top.route_mhz) == (100.0, 125.0)
-    assert top.preferences() == 'FREQUENCY NET "clk" 125 MHz;'
-    for explicit in (BoardTop(ulx3s, core_mhz=125.0), BoardTop(ulx3s, core_mhz=50.0), BoardTop(ecpix5)):
-        assert explicit.route_mhz == explicit.core_mhz and explicit.preferences() == ""
-    assert BoardTop(ulx3s, core_mhz=50.0, route_mhz=80.0).preferences() == 'FREQUENCY NET "clk" 80 MHz;'
-    with pytest.raises(ValueError, match="below the core clock"):
-        BoardTop(ulx3s, core_mhz=100.0, route_mhz=90.0)
-    assert fpga.main(["bitstream", "--core-mhz", "100", "--route-mhz", "90"]) == 2   # refused before any tool runs
-
-
-@pytest.mark.parametrize("fmax, target, allow, error", [
-    (107.53, 125.0, False, None),                        # meets the 100 MHz core clock: the bitstream stays
-    (95.00, 125.0, False, "timing not met"),             # misses it: an error, the bitstream removed
-    (95.00, 125.0, True, None),                          # ... kept with --allow-timing-fail
-    (107.53, 100.0, False, "was not applied"),           # nextpnr timed the derived 100 MHz: the target was lost
-])
-def test_a_tighter_route_target_is_checked_against_the_core_clock(monkeypatch, tmp_path, fmax, target, allow, error):
-    """With the route target above the core clock nextpnr must go on past a miss of the target
-    (--timing-allow-fail), so the flow checks the core clock itself, and that nextpnr timed the
-    core at the target (the constraint file's net name is right)."""
-    seen = {}
-
-    def fake_build(board_name, top, out, **kw):
-        top._MustUse__silence = True
-        seen.update(kw)
-        (out / "top.bit").write_bytes(b"bits")
-        tim = out / "top.tim"
-        tim.write_text(SAMPLE.read_text() + f"Info: Max frequency for clock '$glbnet$clk': {fmax:.2f} MHz "
-                       f"({'PASS' if fmax >= target else 'FAIL'} at {target:.2f} MHz)\n")
-        return tim
-
-    monkeypatch.setattr(fpga, "_board_build", fake_build)
-    if error:
-        with pytest.raises(CxlkvError, match=error):
-            fpga.build_board("ulx3s-85f", out=tmp_path, allow_timing_fail=allow)
-    else:
-        tim, config = fpga.build_board("ulx3s-85f", out=tmp_path, allow_timing_fail=allow)
-        assert (config["core_mhz_target"], config["route_mhz_target"]) == (100.0, 125.0)
-    assert seen["allow_timing_fail"] and seen["preferences"] == 'FREQUENCY NET "clk" 125 MHz;'
-    assert (tmp_path / "top.bit").exists() == (error != "timing not met")
 
 
 def test_board_controller_carries_the_tracker():
