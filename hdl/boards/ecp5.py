@@ -137,19 +137,9 @@ LEDS = ("heartbeat", "pll_locked", "uart_rx", "uart_tx", "bridge_error", "errors
 class BoardTop(Elaboratable):
     """The controller behind the UART bridge on an ECP5 board (``board``: a cxlkv.hdl.boards.Board)."""
 
-    def __init__(self, board, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
-                 route_mhz: float | None = None):
+    def __init__(self, board, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None):
         self.board = board
         self.core_mhz = board.core_mhz if core_mhz is None else core_mhz
-        # The clock nextpnr times the core against: ``route_mhz`` if given, else the board's own
-        # target for its default clock (``Board.route_mhz``), else the core clock itself. Never
-        # below the core clock: a bitstream must meet the clock it runs at (sw/fpga.py checks it).
-        if route_mhz is None:
-            route_mhz = board.route_mhz if core_mhz is None and board.route_mhz is not None else self.core_mhz
-        if route_mhz < self.core_mhz:
-            self._MustUse__silence = True
-            raise ValueError(f"route_mhz ({route_mhz:g}) is below the core clock ({self.core_mhz:g} MHz)")
-        self.route_mhz = route_mhz
         self.baud = baud
         self.controller = dict(board.controller if controller is None else controller)
         try:
@@ -157,17 +147,6 @@ class BoardTop(Elaboratable):
         except ValueError:
             self._MustUse__silence = True          # refused, not forgotten
             raise
-
-    def preferences(self) -> str:
-        """LPF lines the build adds to the platform's: the route target, when tighter than the core
-        clock, as a constraint on the core clock's net. nextpnr takes a constraint given for a net
-        over the one it derives from the PLL. The net is the sync domain's clock, ``clk`` in the
-        synthesized netlist (the PLL output's own name does not survive synthesis, and a constraint
-        on a Signal would name it by a submodule's port); sw/fpga.py checks from nextpnr's report
-        that the target was applied."""
-        if self.route_mhz <= self.core_mhz:
-            return ""
-        return f'FREQUENCY NET "clk" {self.route_mhz:g} MHz;'
 
     def elaborate(self, platform):
         from cxlkv.hdl.controller import hold_domain
@@ -181,8 +160,7 @@ class BoardTop(Elaboratable):
         # their only reset, so their thousands of reset inputs hang off one flip-flop, not off a
         # LUT that ORs it with this domain's reset (Controller._cleared_by)
         m.domains.hold = hold_domain(cd_sync, "hold")
-        # nextpnr derives the PLL output's constraint from CLKI and the dividers (a tighter route
-        # target is added to the constraints file: preferences())
+        # no FREQUENCY constraint is needed: nextpnr derives the PLL output's from CLKI and the dividers
         m.d.comb += ClockSignal("sync").eq(pll.clk_out)
 
         m.submodules.button = button_buf = io.Buffer("i", platform.request(*board.reset_button, dir="-"))
