@@ -127,6 +127,43 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     assert ("timing not met" in str(err.value)) != allow_timing_fail
 
 
+@pytest.mark.parametrize("core_mhz, seed, want", [
+    (None, None, 3),            # the default build: the board's seed (hdl/boards/ulx3s.py, NEXTPNR_SEED)
+    (None, 7, 7),               # --seed wins
+    (125.0, None, None),        # another clock (the bench's build): nextpnr's own seed, as measured
+])
+def test_the_default_build_takes_the_boards_seed(monkeypatch, tmp_path, core_mhz, seed, want):
+    """The ULX3S's default build passes --seed 3 to nextpnr (its netlist did not route with nextpnr's
+    own); the bench's builds at 125 MHz keep nextpnr's default seed; the seed is in config.json."""
+    seen = []
+
+    class Platform:
+        def build(self, top, name, build_dir, do_program, nextpnr_opts, script_after_read):
+            seen.append(nextpnr_opts)
+            (Path(build_dir) / f"{name}.tim").write_text(SAMPLE.read_text())
+
+    class Board:
+        def platform(self):
+            return Platform()
+
+    import cxlkv.hdl.boards
+    board = get_board("ulx3s-85f")
+    assert board.nextpnr_seed == 3
+    real_get_board = cxlkv.hdl.boards.get_board
+    monkeypatch.setattr(cxlkv.hdl.boards, "get_board",
+                        lambda name: Board() if name == "fake" else real_get_board(name))
+    monkeypatch.setattr(fpga, "toolchain_env", lambda: {})
+    real_build = fpga._board_build
+    monkeypatch.setattr(fpga, "_board_build",
+                        lambda board_name, top, out, **kw: (setattr(top, "_MustUse__silence", True),
+                                                            real_build("fake", top, out, **kw))[1])
+    tim, config = fpga.build_board("ulx3s-85f", core_mhz=core_mhz, out=tmp_path, seed=seed)
+    assert config["nextpnr_seed"] == want
+    assert ("--seed" in seen[-1]) == (want is not None) and (want is None or f"--seed {want}" in seen[-1])
+    with pytest.raises(CxlkvError, match="positive"):
+        fpga.build_board("ulx3s-85f", out=tmp_path, seed=0)
+
+
 def test_the_board_top_takes_the_one_hot_option_and_a_block_alone_does_not(monkeypatch, tmp_path):
     """YOSYS_AFTER_READ (the state machines one-hot) for the board top, where it was measured to
     help; a block alone between registers (tb/fpga/bench.py) keeps Yosys's default."""
