@@ -179,7 +179,8 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
 def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
                 out: Path | None = None, allow_timing_fail: bool = False, seed: int | None = None) -> tuple[Path, dict]:
     """Bitstream of the board top; returns (nextpnr log, configuration). ``seed``: nextpnr's seed;
-    by default the board's own (``Board.nextpnr_seed``) for its default clock, else nextpnr's."""
+    by default the board's own (``Board.nextpnr_seed``) at the board's default clock (the netlist
+    it was found for), else nextpnr's."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
@@ -189,7 +190,7 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
         top = BoardTop(board, core_mhz=core_mhz, baud=baud, controller=controller)
     except ValueError as exc:
         raise CxlkvError(str(exc)) from None
-    if seed is None and core_mhz is None:
+    if seed is None and top.core_mhz == board.core_mhz:
         seed = board.nextpnr_seed
     out = out or build_dir() / "fpga" / board_name
     tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ,

@@ -129,6 +129,7 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
 
 @pytest.mark.parametrize("core_mhz, seed, want", [
     (None, None, 3),            # the default build: the board's seed (hdl/boards/ulx3s.py, NEXTPNR_SEED)
+    (100.0, None, 3),           # ... the same clock given (the same netlist)
     (None, 7, 7),               # --seed wins
     (125.0, None, None),        # another clock (the bench's build): nextpnr's own seed, as measured
 ])
