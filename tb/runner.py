@@ -63,6 +63,14 @@ def verilator_env(env: dict | None = None) -> dict:
     return env
 
 
+def compiler_make_flags(env: dict | None = None) -> list[str]:
+    """The compiler settings make gets from :func:`verilator_env`'s ``MAKEFLAGS`` (its ``OPT_*``
+    and ``CFG_*`` entries, sorted), for a build cache's key. The rest of ``MAKEFLAGS`` is left out:
+    an outer make's jobserver entries vary per run."""
+    env = verilator_env(dict(os.environ if env is None else env))
+    return sorted(f for f in env["MAKEFLAGS"].split() if f.startswith(("OPT_", "CFG_")))
+
+
 def waves_requested() -> bool:
     return os.environ.get("WAVES", "0") not in ("", "0", "false", "no")
 
@@ -134,9 +142,7 @@ def build(bench: CocotbBench, *, waves: bool = False) -> Path:
     top = bench.name
     source = generate_verilog(bench.make_dut(**bench.params), top)
     flags = list(VERILATOR_BUILD_ARGS) + (["--trace-fst", "--trace-structs"] if waves else [])
-    # the compiler settings in MAKEFLAGS (not the rest: an outer make's jobserver entries vary per run)
-    make_flags = sorted(f for f in os.environ.get("MAKEFLAGS", "").split() if f.startswith(("OPT_", "CFG_")))
-    key = hashlib.sha256((source + "\0" + " ".join(flags + make_flags)).encode()).hexdigest()[:12]
+    key = hashlib.sha256((source + "\0" + " ".join(flags + compiler_make_flags())).encode()).hexdigest()[:12]
     bdir = build_dir() / "sim" / f"{top}-{bench.config_id}-{key}"
     stamp = bdir / "build.stamp"
     with _locked(bdir.with_suffix(".lock")):

@@ -54,7 +54,7 @@ import subprocess
 from pathlib import Path
 
 from cxlkv import build_dir
-from cxlkv.tb.runner import _locked, generate_verilog, verilator_env
+from cxlkv.tb.runner import _locked, compiler_make_flags, generate_verilog, verilator_env
 
 OP_READ, OP_WRITE, OP_STEP, OP_CYCLES, OP_QUIT, OP_EVENTS = 1, 2, 3, 4, 5, 6
 STATUS_TIMEOUT = 0xFF
@@ -715,7 +715,8 @@ def build_harness(component, name: str) -> Path:
     cpp = render_cpp(name, events=event_ports(component), stall_cycles=stall_timeout(component),
                      hdm=hdm_ports(component), lines=host_ports(component))
     flags = harness_flags()
-    key = hashlib.sha256((verilog + cpp + " ".join(flags)).encode()).hexdigest()[:12]
+    # verilated.mk compiles the model with MAKEFLAGS' OPT_* too: they are part of the build
+    key = hashlib.sha256((verilog + cpp + " ".join(flags + tuple(compiler_make_flags()))).encode()).hexdigest()[:12]
     bdir = build_dir() / "harness" / f"{name}-{key}"
     exe = bdir / name
     with _locked(bdir.with_suffix(".lock")):
