@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed-stamp
 BUILD  := build
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k scoring -x"`.
 PYTEST_ARGS ?=
-# Parallel pytest workers: the machines have two cores.
+# Parallel pytest workers: the machines have two cores. Each takes one test at a time
+# (--maxschedchunk 1), the slow ones first (tests/conftest.py, SLOW_FIRST).
 JOBS ?= 2
 
 # FPGA board for `make bitstream` (see docs/bringup.md).
@@ -48,7 +49,7 @@ sim: $(STAMP)
 	$(PY) -m cxlkv.tb.regress
 
 test: $(STAMP)
-	PYTHONWARNINGS=error $(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+	PYTHONWARNINGS=error $(PY) -m pytest -n $(JOBS) --maxschedchunk 1 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m cxlkv.tb.bench --out $(BUILD)/bench.json
