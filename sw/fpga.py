@@ -306,16 +306,12 @@ def _print_report(tim: Path, clock: str | None = "sync"):
     return rep
 
 
-def _board_clocks() -> str:
-    """Each board's default core clock, for the help text ('<board> <MHz> MHz, ...', from hdl/boards)."""
+def _per_board(field: str, fmt: str = "{}") -> str:
+    """A ``Board`` field of each board that sets it, for the help text ('<board> <value>, ...', from
+    hdl/boards), or 'none'."""
     from cxlkv.hdl.boards import boards
-    return ", ".join(f"{name} {b.core_mhz:g} MHz" for name, b in boards().items())
-
-
-def _board_seeds() -> str:
-    """The boards' default-build seeds ('<board> <seed>, ...', from hdl/boards)."""
-    from cxlkv.hdl.boards import boards
-    return ", ".join(f"{name} {b.nextpnr_seed}" for name, b in boards().items() if b.nextpnr_seed is not None) or "none"
+    return ", ".join(f"{name} " + fmt.format(getattr(b, field)) for name, b in boards().items()
+                     if getattr(b, field) is not None) or "none"
 
 
 def main(argv=None):
@@ -324,9 +320,9 @@ def main(argv=None):
     b = sub.add_parser("bitstream", help="bitstream of the board top (controller behind the UART bridge)")
     b.add_argument("--board", default="ulx3s-85f")
     b.add_argument("--core-mhz", type=float,
-                   help="core clock from the PLL (default: the board's, " + _board_clocks() + "; make bench measures 125)")
+                   help="core clock from the PLL (default: the board's, " + _per_board("core_mhz", "{:g} MHz") + "; make bench measures 125)")
     b.add_argument("--seed", type=int,
-                   help="nextpnr's seed (default: the board's for its default clock, " + _board_seeds() +
+                   help="nextpnr's seed (default: the board's for its default clock, " + _per_board("nextpnr_seed") +
                         "; else nextpnr's own)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")

@@ -121,7 +121,7 @@ class CxlEnv:
         self.hdm = MH.HdmConfig.packed(self.geom, base=hdm_base)
         self.lines = MC.bisnoop_lines(self.n_layers, self.n_kv_heads, self.entries_log2, LINES_PER_ENTRY)
         assert self.hdm.size // 64 == self.lines, "the packed window and the filter disagree"
-        assert self.hdm.lines_per_entry == LINES_PER_ENTRY, "the packed window's entries are not 8 lines"
+        assert self.hdm.lines_per_entry == LINES_PER_ENTRY, f"the packed window's entries are not {LINES_PER_ENTRY} lines"
         self.base_line = hdm_base >> 6
         self.ps, self.hs = self.hdm.pos_shift, self.hdm.head_shift
         self.formats = [q % 4 for q in range(self.n_queues)]
