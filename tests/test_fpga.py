@@ -448,3 +448,17 @@ def test_bitstream_help_gives_each_boards_own_default_clock(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for name, board in boards().items():
         assert f"{name} {board.core_mhz:g} MHz" in text
+
+
+def test_synth_check_takes_its_pinned_seed(monkeypatch, capsys):
+    """synth-check's netlist did not route with nextpnr's own seed: its build passes SYNTH_CHECK_SEED."""
+    seen = {}
+
+    def fake_build_board(board_name, core_mhz, baud, controller, out, allow_timing_fail=False, seed=None):
+        seen.update(board=board_name, core_mhz=core_mhz, seed=seed)
+        return SAMPLE, {"core_mhz_target": core_mhz, "nextpnr_seed": seed}
+
+    monkeypatch.setattr(fpga, "build_board", fake_build_board)
+    assert fpga.main(["synth-check"]) == 0
+    assert seen == {"board": "ulx3s-85f", "core_mhz": fpga.SYNTH_CHECK_MHZ, "seed": fpga.SYNTH_CHECK_SEED}
+    assert "synth-check: placed and routed at 25 MHz" in capsys.readouterr().out
