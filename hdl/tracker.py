@@ -1115,18 +1115,22 @@ class Tracker(wiring.Component):
             # queue in the same cycle are taken instead of the RAM's, slot by slot (the only writes
             # a record in r17 cannot see yet: the list stage is one record ahead; upd_pre below).
             #
-            # The keys are read a stage earlier still, by the record in r16, into mk_r17 (the
-            # list stage's write bypassed the same way): r17 compares the record's key with them
-            # from registers, with no RAM read in front of the sixteen comparators.
+            # The keys and the matrix are read a stage earlier still, by the record in r16, into
+            # mk_r17 and mx_r17 (the list stage's write bypassed the same way, upd_pre2): r17
+            # compares the record's key with the keys, and makes the record's victim from the
+            # matrix, from registers, with no RAM read in front of either.
             q_pre = r[LS - 1].q
             q_pre2 = r[LS - 2].q
-            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre), mk_rd.addr.eq(q_pre2)]
+            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre2), mk_rd.addr.eq(q_pre2)]
             ls_word = data.View(self._mlist_layout(), ls_rd.data)   # r17's queue's list word, as read
             snap_ls = Signal(self._mlist_layout())
             snap_mx = Signal(SQ * SQ)
             snap_mk = Signal(SQ * T.KEY_BITS)
             mk_r17 = Signal(SQ * T.KEY_BITS)
-            # (snap_ls, snap_mx, snap_mk and mk_r17 are loaded below, where the list stage's change is known)
+            mx_r17 = Signal(SQ * SQ)
+            lst_r17 = Signal(SQ)            # the order's mask as r17 holds it (read with mx_r17)
+            # (snap_ls, snap_mx, snap_mk, mk_r17, mx_r17 and lst_r17 are loaded below, where the
+            # list stage's change is known)
             mq = data.View(self._mlist_layout(), snap_ls)
             started = mq.started
             nres = Signal(g.nres)
@@ -1205,32 +1209,17 @@ class Tracker(wiring.Component):
             m.d.comb += nx_rd_v.addr.eq(saddr(vic))
             nv = nx_rd_v.data
         else:
-            # first is kept (Yosys "keep") and the rewritten-slot masks behind it are ECP5 cells on
-            # the board (rewritten_slots): synthesis maps the logic on each side of them on its
-            # own, as written (two levels for the row ANDs, one for each mask), instead of merging
-            # the loop into deeper cones shared with other outputs (docs/tracker.md)
-            first = Signal(SQ, attrs={"keep": 1})   # one-hot: the slot before every other slot in the order
-            # (row i's AND without its diagonal, which is not kept: lst[i] takes its place, so an
-            # AND of SQ terms, two LUT levels)
-            # Three copies, each with a last AND level of its own (cells): first for the rewritten-
-            # slot masks on the list stage's loop; first_o for the victim's position in the
-            # decision and the victim response (an AND-OR of some 20 bits per slot); first_r for
-            # the rest (the victim's index, the residency update, the prefetch flag). As one signal
-            # it had about 40 loads across the part and a 2.9 ns route into the mask cells; with
-            # two copies, first_o's 2.0 ns route led the paths into resident and the decision.
-            # (beyond 16 slots, one signal, plain logic)
-            first_o = Signal(SQ, attrs={"keep": 1})
-            first_r = Signal(SQ, attrs={"keep": 1})
-            row_terms = [Cat(lst[i], *[mrow[i][j] for j in range(SQ) if j != i]) for i in range(SQ)]
-            if SQ <= 16:
-                for i, t in enumerate(row_terms):
-                    quarters = Signal((SQ + 3) // 4, name=f"first_q{i}", attrs={"keep": 1})
-                    m.d.comb += quarters.eq(Cat(*[t[k:k + 4].all() for k in range(0, SQ, 4)]))
-                    for copy, name in ((first, "first"), (first_o, "first_o"), (first_r, "first_r")):
-                        m.d.comb += copy[i].eq(lut4(m, platform, lambda *q: all(q), list(quarters),
-                                                    name=f"{name}_lut{i}"))
-            else:
-                m.d.comb += [first.eq(Cat(*[t.all() for t in row_terms])), first_o.eq(first), first_r.eq(first)]
+            # first: the victim, one-hot (the slot before every other slot in the order). It is a
+            # register, made in the cycle the event before it spends here (below, where that
+            # event's change is known): the list stage's loop is then no longer "the row ANDs →
+            # the rewritten-slot masks → the merged matrix → the row ANDs" (docs/tracker.md,
+            # "Matrix selection"). Three copies, each with its own enable and loads: first for
+            # the rewritten-slot masks; first_o for the victim's position in the decision and the
+            # victim response (an AND-OR of some 20 bits per slot); first_r for the rest (the
+            # victim's index, the residency update, the prefetch flag).
+            first = Signal(SQ, name="first", attrs={"keep": 1})
+            first_o = Signal(SQ, name="first_o", attrs={"keep": 1})
+            first_r = Signal(SQ, name="first_r", attrs={"keep": 1})
             # "the order is not empty", registered as the record enters this stage (vic_any_ls,
             # below): as lst != 0 here it was three LUT levels in front of the slot the event
             # leaves its position in (snap_ls → vic_any → slot_alt → f_slot, 9.98 ns at 9a6936e)
@@ -1496,8 +1485,9 @@ class Tracker(wiring.Component):
             # matrix, the keys and the list word, each RAM's write data a route of its own: the
             # list word's was 2.8 ns from a mask cell shared with the keys at eb591ae)
             upd, upd_ls, upd_mx = rewritten_slots(Const(1, 1), "here", copies=3)
-            upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
-            upd_pre2 = rewritten_slots(same_pre2, "pre2")
+            # (upd_pre_v: the copy for the next record's victim, below)
+            upd_pre, upd_pre_mx, upd_pre_v = rewritten_slots(same_pre, "pre", copies=3)
+            upd_pre2, upd_pre2_mx = rewritten_slots(same_pre2, "pre2", copies=2)
 
             # "<=" (dense) or "<" as one compare, with the mode as a low bit below the key:
             # k <= o is {k, 0} < {o, 1}, and k < o is {k, 1} < {o, 1}. One carry chain per slot
@@ -1521,10 +1511,39 @@ class Tracker(wiring.Component):
                 with m.If(placed):
                     m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+            row17 = [mx_r17[i * SQ:(i + 1) * SQ] for i in range(SQ)]
+            rd_res = data.View(self._mlist_layout(), ls_rd_res.data)    # r16's queue's list word
+            # The victim of the record entering this stage (first), made here while this stage
+            # holds the event before it, from registers: r17's queue's matrix and mask as the
+            # event before this one left them (row17, lst_r17) and the slot X this stage's event
+            # rewrites in that queue (upd_pre_v: one-hot, zero for another queue or no change).
+            # An event changes the order at X only: row and column X; the relations among the
+            # other slots stay. So the new first is X, when X stays in the order (placed, not
+            # pinned) and its new row (row_x, the key compares) holds against every other slot
+            # of the order; otherwise it is the first of the old order with X left out. That is
+            # the row ANDs of the merged matrix, exactly, without waiting for the merge: the
+            # list stage's loop is X's mask → these ANDs → first, not the row ANDs → the masks
+            # → the merged matrix → the row ANDs (docs/tracker.md, "Matrix selection").
+            x_ch = upd_pre_v
+            x_first = Signal()
+            m.d.comb += x_first.eq(same_pre & placed & ~pinned & Cat(*[row_x[j] | x_ch[j] for j in range(SQ)]).all())
+            first_old = Signal(SQ)          # the old order's first, X left out
+            m.d.comb += first_old.eq(Cat(*[
+                lst_r17[i] & ~x_ch[i] & Cat(*[row17[i][j] | x_ch[j] for j in range(SQ) if j != i]).all()
+                for i in range(SQ)]))
+            first_next = Signal(SQ)
+            m.d.comb += first_next.eq(Mux(x_first, x_ch, first_old))
+            for part, copy in enumerate((first, first_r, first_o)):
+                with m.If(adv_at(LS, part)):
+                    m.d.sync += copy.eq(first_next)
             with m.If(adv_at(LS, 0)):
-                m.d.sync += snap_mx.eq(matrix_with_change(upd_pre_mx, rd_row))
+                m.d.sync += snap_mx.eq(matrix_with_change(upd_pre_mx, row17))
             with m.If(adv_at(LS, 2)):
                 m.d.sync += [
+                    # r16's queue's matrix and mask after this stage's change (the next record's
+                    # first is made from them, above)
+                    mx_r17.eq(matrix_with_change(upd_pre2_mx, rd_row)),
+                    lst_r17.eq((rd_res.lst & ~upd_pre2) | Mux(pinned, 0, upd_pre2)),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     # its count's one-hot: + do_free is a shift, a rotation where nres[:sb] wraps
