@@ -1409,7 +1409,7 @@ class Tracker(wiring.Component):
                 a free slot, an eviction; not a prefetch of a resident position, not a miss with
                 nothing evictable, where first is all zeros). The hit's and the free slot's cases
                 come from registers alone, through cells of their own, so only the victim's
-                case waits for the row ANDs (first): each mask bit is one LUT (``_cells.lut4``),
+                case waits for the victim (first, a register): each mask bit is one LUT (``_cells.lut4``),
                 early | (take_first & first), with first on its fastest input. As plain logic,
                 synthesis rebuilt upd_pre as same_pre & upd_here, a second level behind first on
                 the loop (lst → first → upd_here → upd_pre → snap_mx, 10.00 ns at addea14).
@@ -1485,8 +1485,7 @@ class Tracker(wiring.Component):
             # matrix, the keys and the list word, each RAM's write data a route of its own: the
             # list word's was 2.8 ns from a mask cell shared with the keys at eb591ae)
             upd, upd_ls, upd_mx = rewritten_slots(Const(1, 1), "here", copies=3)
-            # (upd_pre_v: the copy for the next record's victim, below)
-            upd_pre, upd_pre_mx, upd_pre_v = rewritten_slots(same_pre, "pre", copies=3)
+            upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
             upd_pre2, upd_pre2_mx = rewritten_slots(same_pre2, "pre2", copies=2)
 
             # "<=" (dense) or "<" as one compare, with the mode as a low bit below the key:
@@ -1516,26 +1515,57 @@ class Tracker(wiring.Component):
             # The victim of the record entering this stage (first), made here while this stage
             # holds the event before it, from registers: r17's queue's matrix and mask as the
             # event before this one left them (row17, lst_r17) and the slot X this stage's event
-            # rewrites in that queue (upd_pre_v: one-hot, zero for another queue or no change).
-            # An event changes the order at X only: row and column X; the relations among the
-            # other slots stay. So the new first is X, when X stays in the order (placed, not
-            # pinned) and its new row (row_x, the key compares) holds against every other slot
-            # of the order; otherwise it is the first of the old order with X left out. That is
-            # the row ANDs of the merged matrix, exactly, without waiting for the merge: the
-            # list stage's loop is X's mask → these ANDs → first, not the row ANDs → the masks
-            # → the merged matrix → the row ANDs (docs/tracker.md, "Matrix selection").
-            x_ch = upd_pre_v
-            x_first = Signal()
-            m.d.comb += x_first.eq(same_pre & placed & ~pinned & Cat(*[row_x[j] | x_ch[j] for j in range(SQ)]).all())
-            first_old = Signal(SQ)          # the old order's first, X left out
-            m.d.comb += first_old.eq(Cat(*[
-                lst_r17[i] & ~x_ch[i] & Cat(*[row17[i][j] | x_ch[j] for j in range(SQ) if j != i]).all()
-                for i in range(SQ)]))
-            first_next = Signal(SQ)
-            m.d.comb += first_next.eq(Mux(x_first, x_ch, first_old))
-            for part, copy in enumerate((first, first_r, first_o)):
+            # rewrites in that queue. An event changes the order at X only: row and column X; the
+            # relations among the other slots stay. So the new first is X, when X stays in the
+            # order (not pinned) and its new row (row_x, the key compares) holds against every
+            # other slot of the order; otherwise it is the first of the old order with X left
+            # out. That is the row ANDs of the merged matrix, exactly, without waiting for the
+            # merge (docs/tracker.md, "Matrix selection").
+            # X is made per case, not from the mask, so that only the victim's case waits for
+            # first (a register): the hit's slot (slot1h_ls), the free slot (free1h: never in the
+            # order, so its column is all ones in every row of it and the old first stands) or
+            # the victim (first); none for another queue, a prefetch of a resident position or
+            # nothing to evict. The loop is first → the old order's first without it (the row
+            # ANDs with first's column ORed in, three LUT levels) → two cells → first.
+            first_v = Signal(SQ, name="first_v", attrs={"keep": 1})  # a copy of first for this loop alone
+
+            def first_without(slot1h, name):
+                """The old order's first with ``slot1h``'s slot (one-hot or zero) left out."""
+                sig = Signal(SQ, name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(Cat(*[
+                    lst_r17[i] & ~slot1h[i] & Cat(*[row17[i][j] | slot1h[j] for j in range(SQ) if j != i]).all()
+                    for i in range(SQ)]))
+                return sig
+
+            def goes_first(slot1h, name):
+                """``slot1h``'s slot, rewritten by this stage's event, goes before every other slot
+                of the order and stays in it."""
+                sig = Signal(name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(~pinned & Cat(*[row_x[j] | slot1h[j] for j in range(SQ)]).all())
+                return sig
+            none1h = Const(0, SQ)
+            first_old = first_without(none1h, "first_old")
+            take_hit_v = Signal(name="take_hit_v")
+            take_free_v = Signal(name="take_free_v")
+            take_vic_v = Signal(name="take_vic_v")
+            m.d.comb += [take_hit_v.eq(same_pre & resident & x_npf), take_free_v.eq(same_pre & ~resident & free),
+                         take_vic_v.eq(same_pre & ~resident & ~free)]
+            new_hit = Mux(goes_first(slot1h_ls, "first_is_hit"), slot1h_ls, first_without(slot1h_ls, "first_not_hit"))
+            new_free = Mux(goes_first(none1h, "first_is_free"), free1h, first_old)
+            # the cases from registers alone (kept: the victim's case and the copies' ORs are cells)
+            first_rest = Signal(SQ, name="first_rest", attrs={"keep": 1})
+            m.d.comb += first_rest.eq(Mux(take_hit_v, new_hit, 0) | Mux(take_free_v, new_free, 0) |
+                                      Mux(take_hit_v | take_free_v | take_vic_v, 0, first_old))
+            vic_first = goes_first(first_v, "first_is_vic")
+            vic_not = first_without(first_v, "first_not_vic")
+            vic_case = [lut4(m, platform, lambda c, x, f, t: t and (f if x else c),
+                             (vic_not[i], vic_first, first_v[i], take_vic_v), name=f"first_vic_lut{i}")
+                        for i in range(SQ)]
+            for part, copy in ((0, first), (1, first_r), (2, first_o), (0, first_v)):
+                nxt = Cat(*[lut4(m, platform, lambda a, b: a or b, (vic_case[i], first_rest[i]),
+                                 name=f"{copy.name}_next{i}") for i in range(SQ)])
                 with m.If(adv_at(LS, part)):
-                    m.d.sync += copy.eq(first_next)
+                    m.d.sync += copy.eq(nxt)
             with m.If(adv_at(LS, 0)):
                 m.d.sync += snap_mx.eq(matrix_with_change(upd_pre_mx, row17))
             with m.If(adv_at(LS, 2)):
@@ -1569,14 +1599,14 @@ class Tracker(wiring.Component):
 
         # -- the slot the position holds after the event, for younger events of the same entry
         # (spelled out by case, equal to Mux(no_victim, slot_src, s_ins): only the victim's case
-        # waits for the victim, which in the matrix is the row ANDs; nobody forwards from a prefetch)
+        # waits for the victim, which in the matrix is first; nobody forwards from a prefetch)
         slot_after = Signal(g.sb)
         if self.select == "ring":
             m.d.comb += slot_after.eq(Mux(~resident & ~free & vic_any, vic, Mux(resident | ~free, slot_src, nres[:g.sb])))
         else:
             # the same as an OR of the victim's index (zero unless evicting: first is all zeros
             # without an evictable slot) with the other cases, chosen from registers alone and kept
-            # apart: the victim's index is then two LUT levels behind the row ANDs, not four
+            # apart: the victim's index is then two LUT levels behind first, not four
             # (first → the encoder → the choice → f_slot was a 9.44 ns path at b09313b)
             evicting = Signal(attrs={"keep": 1})
             slot_alt = Signal(g.sb, attrs={"keep": 1})
@@ -1779,7 +1809,7 @@ class Tracker(wiring.Component):
             ev_victim_pos, ev_slot = Mux(do_evict, vic_pos, 0), Mux(no_victim, 0, s_ins)
             vr_victim = Mux(vr_answers, vic_pos, 0)
         else:
-            # The fields that wait for the victim (first, the row ANDs) are ORed in after the
+            # The fields that wait for the victim (first) are ORed in after the
             # choice of the record's kind, which is made from registers alone: the victim's
             # position is first's AND-OR over the positions, each zeroed ahead (from registers)
             # unless this record reports a victim, and its slot is the victim's index ORed with
