@@ -1511,7 +1511,6 @@ class Tracker(wiring.Component):
                     m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             row17 = [mx_r17[i * SQ:(i + 1) * SQ] for i in range(SQ)]
-            rd_res = data.View(self._mlist_layout(), ls_rd_res.data)    # r16's queue's list word
             # The victim of the record entering this stage (first), made here while this stage
             # holds the event before it, from registers: r17's queue's matrix and mask as the
             # event before this one left them (row17, lst_r17) and the slot X this stage's event
@@ -1573,7 +1572,8 @@ class Tracker(wiring.Component):
                     # r16's queue's matrix and mask after this stage's change (the next record's
                     # first is made from them, above)
                     mx_r17.eq(matrix_with_change(upd_pre2_mx, rd_row)),
-                    lst_r17.eq((rd_res.lst & ~upd_pre2) | Mux(pinned, 0, upd_pre2)),
+                    lst_r17.eq(data.View(self._mlist_layout(),
+                                         list_with_change(same_pre2, upd_pre2, ls_rd_res.data)).lst),
                     snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     # its count's one-hot: + do_free is a shift, a rotation where nres[:sb] wraps
