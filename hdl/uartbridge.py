@@ -398,6 +398,14 @@ class UARTBridge(wiring.Component):
             m.d.comb += [stray.eq(self.decision.valid & ~in_batch), dec_wr.en.eq(dec_take)]
             with m.If(dec_take):
                 m.d.sync += got.eq(got + 1)
+            # The batch's drain and stall checks read registers, a cycle late: the decision's
+            # valid and got == n_events in front of the FSM's decisions were 6 LUT levels to
+            # `rdata`'s enables and `fsm_state` (8.51 and 8.53 ns in the board build of b6c0a0b).
+            # A cycle late costs a batch one cycle, and moves the stall timeout by at most one of
+            # its thousands of cycles.
+            dec_seen = Signal()                      # a decision was offered last cycle
+            all_got = Signal()                       # got == n_events last cycle
+            m.d.sync += [dec_seen.eq(self.decision.valid), all_got.eq(got == n_events)]
 
         m.d.comb += [bus.wstrb.eq(0xF), bus.awaddr.eq(addr), bus.araddr.eq(addr), bus.wdata.eq(wdata)]
         aw_done = Signal()
@@ -511,7 +519,7 @@ class UARTBridge(wiring.Component):
             if self.has_events:
                 def run_timer(progress):
                     """Cycles without an event or decision handshake end the batch: 'stalled after got'."""
-                    with m.If(progress | self.decision.valid):
+                    with m.If(progress | dec_seen):
                         timer_clear()
                     with m.Elif(hit[self.event_timeout_cycles - 1]):
                         events_fail(proto.EV_STALLED, got)
@@ -536,7 +544,7 @@ class UARTBridge(wiring.Component):
                 with m.State("EV_DRAIN"):                # every event is in: wait for the last decisions
                     m.d.comb += in_batch.eq(1)
                     m.d.sync += [out_rec.eq(0), out_byte.eq(0)]
-                    with m.If(got == n_events):
+                    with m.If(all_got):         # (got == n_events: it only grows here)
                         m.next = "EV_RESPOND"
                     with m.Else():
                         run_timer(0)
