@@ -402,17 +402,12 @@ class Tracker(wiring.Component):
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
         rsp_wp, rsp_rp = Signal(TB + 1, name="rsp_wp"), Signal(TB + 1, name="rsp_rp")
-        # record FIFO between accept and B0
-        # Two copies, one read port each: Yosys's resource sharing merges two read ports of one
-        # memory whose data are used under exclusive conditions into one port behind an address
-        # multiplexer, here selected by B0's load, which put load in front of the read and of the
-        # wait lookahead (the tracker's critical path at b67687f, 11.88 ns). The copies cost no
-        # more distributed RAM than two ports would.
+        # record FIFO between accept and B0, read at one place: the entry after the head (B0's
+        # head is a register, refilled from it as it loads; a head refilled while empty takes
+        # the record accept wrote the cycle before from a register, new_last, below)
         m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
-        m.submodules.rec_mem1 = rec_mem1 = Memory(shape=rlay, depth=D, init=[])
-        rec_w, rec_r = rec_mem.write_port(), rec_mem.read_port(domain="comb")
-        rec_w1 = rec_mem1.write_port()
-        rec_r1 = rec_mem1.read_port(domain="comb")         # the entry after the head
+        rec_w = rec_mem.write_port()
+        rec_r1 = rec_mem.read_port(domain="comb")          # the entry after the head
         rec_wp, rec_rp = Signal(TB + 1, name="rec_wp"), Signal(TB + 1, name="rec_rp")
         rec_rp1 = Signal(TB + 1, init=1)                    # rec_rp + 1
         n_inflight = Signal(TB + 1)                # accepted, not yet retired
@@ -524,13 +519,17 @@ class Tracker(wiring.Component):
         # carry chain starts at flip-flops; with the choice in front, cand_back → the choice →
         # the chain → wait_r was 9.80 ns in a board build)
         nxt_back_c, nxt_new_c = Signal(name="nxt_back_c"), Signal(name="nxt_new_c")
+        # (the three "later step" compares as signals of their own: accept's lookahead (wait_r,
+        # below) takes them into its last LUTs)
+        gt_cst, gt_cs, gt_ram = Signal(name="gt_cst"), Signal(name="gt_cs"), Signal(name="gt_ram")
+        m.d.comb += [gt_cst.eq(nxt.step > cand_st.cur_step), gt_cs.eq(nxt.step > cand.step),
+                     gt_ram.eq(nxt.step > st_ram.cur_step)]
         m.d.comb += [nxt_back_c.eq(Mux(cand_back, nxt.step < cand_st.cur_step, nxt.step < cand.step)),
-                     nxt_new_c.eq(Mux(cand_back, nxt.step > cand_st.cur_step, nxt.step > cand.step))]
+                     nxt_new_c.eq(Mux(cand_back, gt_cst, gt_cs))]
         nxt_back, nxt_new = Signal(name="nxt_back"), Signal(name="nxt_new")
         m.d.comb += [nxt_back.eq(Mux(st_byp, nxt_back_c,
                                      st_ram.started & (nxt.step < st_ram.cur_step))),
-                     nxt_new.eq(Mux(st_byp, nxt_new_c,
-                                    st_ram.started & (nxt.step > st_ram.cur_step)))]
+                     nxt_new.eq(Mux(st_byp, nxt_new_c, st_ram.started & gt_ram))]
         nxt_bad = Signal()
         m.d.comb += nxt_bad.eq(nxt.bad | ((nxt.src == SRC_P) & ~st_nxt.started))
         # the budget compare of dense mode's start, made as the item enters cand (both states, as above)
@@ -644,8 +643,10 @@ class Tracker(wiring.Component):
         # FIFO holds fewer than D records, room bounds those in flight), and a take only moves
         # rec_wp past it. Accept's decision then reaches no write enable of the FIFO's RAM (some
         # 120 pins on the board, on the take's failing paths at 564e3d1).
-        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(1),
-                     rec_w1.addr.eq(rec_w.addr), rec_w1.data.eq(rec_w.data), rec_w1.en.eq(rec_w.en)]
+        m.d.comb += [rec_w.addr.eq(new_tag), rec_w.data.eq(new), rec_w.en.eq(1)]
+        # the record written this cycle, for B0's head if the head is empty next cycle (below)
+        new_last = Signal(rlay)
+        m.d.sync += new_last.eq(new)
 
         # the event's step and mode, and the step state it leaves (written while it is in cand)
         s_in = cand.step
@@ -762,26 +763,44 @@ class Tracker(wiring.Component):
         # top's critical path at 63db7ea (f_valid → 8 LUT levels → wait_r, 10.83 ns).
         m.d.comb += [m_n.eq(nxt_eq & f_valid & f_latest), m_a.eq(Mux(same_addr, one_new, m_n))]
         # (the head's own terms, from its step-state read and compare, enter last)
-        nxt_starts = (nxt.src == SRC_E) & nxt_new
         pf_any, pf_adv = Signal(name="pf_any"), Signal(name="pf_adv")
         m.d.comb += [pf_any.eq((m_n & f_pf).any()), pf_adv.eq((m_n & f_pf & f_adv).any())]
         # cand's event starts a new step of the head's queue: every match of the head (in that
         # queue) is then marked as stepped
         q_steps = sel_e & cand_new & q_ib0
-        w_n = nxt_pe & ~nxt_bad & (pf_adv | (nxt_starts & pf_any))
-        # at cand's address the head's match is cand's new record: a prefetch insert (sel_p) at
-        # the queue's step, which the head waits behind only if the head starts a new step
-        w_a = nxt_pe & ~nxt_bad & Mux(same_addr, nxt_starts & sel_p, pf_adv | ((nxt_starts | q_steps) & pf_any))
         m_stay = Signal(D)
         m.d.comb += m_stay.eq(match_r & f_valid)
         w_stay = (sel_p | sel_e) & ~ev_bad & ((m_stay & f_pf & Mux(sel_e & cand_new, every, f_adv)) != 0)
+
+        def wait_next(starts):
+            """wait_r's next value; ``starts``: the head is an event that starts a new step of
+            its queue (an event whose step is above the queue's, nxt_new)."""
+            w_n = nxt_pe & ~nxt_bad & (pf_adv | (starts & pf_any))
+            # at cand's address the head's match is cand's new record: a prefetch insert (sel_p)
+            # at the queue's step, which the head waits behind only if the head starts a new step
+            w_a = nxt_pe & ~nxt_bad & Mux(same_addr, starts & sel_p, pf_adv | ((starts | q_steps) & pf_any))
+            return Mux(load_c, Mux(f_alloc, w_a, w_n), w_stay)
+        # The head's step compare (nxt_new, a 32-bit carry chain) comes last, into two LUTs
+        # (the bypassed state's compares, the RAM state's) and a third that chooses between
+        # wait_r's two next values made without it. With the compare in front of the wait's
+        # terms, ib0 → the chain → 4 LUT levels → wait_r was 9.33 ns, the worst path of the
+        # board build of b6c0a0b.
+        is_e_nxt = nxt.src == SRC_E
+        wait_if_new, wait_if_old = Signal(name="wait_if_new"), Signal(name="wait_if_old")
+        m.d.comb += [wait_if_new.eq(wait_next(is_e_nxt)), wait_if_old.eq(wait_next(Const(0, 1)))]
+        new_byp = lut4(m, platform, lambda a, b, back, byp: byp and (a if back else b),
+                       (gt_cst, gt_cs, cand_back, st_byp), name="wait_new_byp")
+        new_ram = lut4(m, platform, lambda c, started, byp: c and started and not byp,
+                       (gt_ram, st_ram.started, st_byp), name="wait_new_ram")
+        m.d.sync += wait_r.eq(lut4(m, platform, lambda a, b, w1, w0: w1 if (a or b) else w0,
+                                   (new_byp, new_ram, wait_if_new, wait_if_old), name="wait_r_next"))
         with m.If(load_c):
             with m.If(f_alloc):
-                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0)), wait_r.eq(w_a)]
+                m.d.sync += [match_r.eq(m_a), fwd_r.eq(same_addr | (m_n != 0))]
             with m.Else():
-                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0), wait_r.eq(w_n)]
+                m.d.sync += [match_r.eq(m_n), fwd_r.eq(m_n != 0)]
         with m.Else():
-            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0), wait_r.eq(w_stay)]
+            m.d.sync += [match_r.eq(m_stay), fwd_r.eq(m_stay != 0)]
         # room after this cycle: fewer than D - 1 in flight (n_inflight + take - retire < D - 1)
         # (and not clearing after this cycle: ~clearing & room_r in front of accept's take was a
         # LUT level on the path into the input FIFO's enables, 9.28 ns in a board build)
@@ -828,7 +847,7 @@ class Tracker(wiring.Component):
         # flip-flops, not behind the FIFO RAM's read: it is refilled from the entry after it
         # (read at rec_rp1, a register) as it loads, or from the entry at rec_rp while it is
         # empty. A record reaches the head the cycle after it is written (one cycle of latency).
-        m.d.comb += [rec_r.addr.eq(rec_rp[:TB]), rec_r1.addr.eq(rec_rp1[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
+        m.d.comb += [rec_r1.addr.eq(rec_rp1[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
         head_q = Signal(rlay)
         head_v = Signal()
         head_rec = data.View(rlay, head_q)
@@ -847,7 +866,7 @@ class Tracker(wiring.Component):
         # The wait is known a cycle ahead, registered (behind): the compare of the head's source
         # tag with the first stages' tags, in front of load, was the board's critical path
         # (11.80 ns at b8b49b4). Next cycle's head is the entry after it when it loads, itself when
-        # it does not, or the entry at rec_rp when it is refilled; the stages hold, or move by one
+        # it does not, or the entry at rec_rp (refill) when it is empty; the stages hold, or move by one
         # with the head (load) or a bubble entering r0. Each case compares with the tags the stages
         # will hold, so behind is exactly the compare made on next cycle's registers.
         def waits_on(rec, stages):
@@ -857,6 +876,13 @@ class Tracker(wiring.Component):
         # the first stages next cycle without a new r0: r[0..W-2] as they are, and r[W-1] unless
         # the stages move (then it leaves the window and a bubble or the head enters r0)
         stages_next = [(v[j], r[j].tag) for j in range(W - 1)] + [(v[W - 1] & ~adv, r[W - 1].tag)]
+        # The entry at rec_rp, which an empty head takes, is the record accept wrote the cycle
+        # before (new_last): the head empties only as it loads the FIFO's last entry (or stays
+        # empty with none), and accept writes at most one entry a cycle, which the empty head
+        # takes the next cycle. So the refill and its wait start at a register, not at the
+        # FIFO's read (rec_rp → the distributed RAM → the tag compares → behind was 9.33 ns, the
+        # worst path of the board build of b6c0a0b, beside wait_r).
+        refill = data.View(rlay, new_last)
         behind = Signal()
         load = Signal()
         m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
@@ -865,7 +891,7 @@ class Tracker(wiring.Component):
         with m.Elif(head_v):
             m.d.sync += behind.eq(waits_on(head_rec, stages_next))
         with m.Else():
-            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r.data), stages_next))
+            m.d.sync += behind.eq(waits_on(refill, stages_next))
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
         bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
@@ -874,7 +900,7 @@ class Tracker(wiring.Component):
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
         with m.Elif(~head_v):
-            m.d.sync += [head_q.eq(rec_r.data), head_v.eq(rec_rp != rec_wp)]
+            m.d.sync += [head_q.eq(refill), head_v.eq(rec_rp != rec_wp)]
 
         # Stage registers r[0..18] move together (adv); r[18] is the list stage; r_out is the
         # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
@@ -1743,40 +1769,45 @@ class Tracker(wiring.Component):
         locked = (self.decode_lock >> x.q)[0]
 
         # ------------------------------------------------------------ out: outputs
-        dec_done = Signal()
-        wr_done = Signal()
+        # The head's outputs still to be given, as flip-flops (set as a record loads, cleared as
+        # its output is taken): each valid is a flip-flop and the head's leaving one LUT level
+        # of them and the readies (also flip-flops on the board). With "needed" decoded from the
+        # record's kind and a "done" flag beside it, wr_done → head_go → the 114-load enable →
+        # wr_done was 9.08 ns in the board build of b6c0a0b.
+        dec_pend, wr_pend, vr_pend = Signal(name="dec_pend"), Signal(name="wr_pend"), Signal(name="vr_pend")
         res_ema = Signal(S.SCORE_BITS)
         out = Signal(g.decision_layout())
         vout = Signal(g.vresp_layout())
-        need_dec = v_out & ((r_out.kind == K_EVENT) | (r_out.kind == K_ERROR))
-        out_noop = Signal()             # the output record changed nothing (a lookup, or a prefetch of a resident entry)
-        need_wr = v_out & (r_out.kind == K_EVENT) & ~out_noop
-        need_vr = v_out & ((r_out.kind == K_VREQ) | (r_out.kind == K_VERR))
+
+        def pending(rec, noop):
+            """(decision, metadata write, victim answer) a record ``rec`` in the head needs."""
+            return Cat((rec.kind == K_EVENT) | (rec.kind == K_ERROR), (rec.kind == K_EVENT) & ~noop,
+                       (rec.kind == K_VREQ) | (rec.kind == K_VERR))
         m.d.comb += [
-            self.decision.valid.eq(need_dec & ~dec_done),
+            self.decision.valid.eq(dec_pend),
             self.decision.payload.eq(out),
-            self.meta_wr.valid.eq(need_wr & ~wr_done),
+            self.meta_wr.valid.eq(wr_pend),
             self.meta_wr.payload.addr.eq(Cat(r_out.position, r_out.q)),
             self.meta_wr.payload.wdata.eq(Cat(res_ema, r_out.step, res_slot.as_unsigned()[:T.SLOT_BITS],
                                               Const(0, T.SLOT_BITS - g.sb) if g.sb < T.SLOT_BITS else Const(0, 0))),
-            self.victim_resp.valid.eq(need_vr),
+            self.victim_resp.valid.eq(vr_pend),
             self.victim_resp.payload.eq(vout),
         ]
-        dec_ok = ~need_dec | dec_done | self.decision.ready
-        wr_ok = ~need_wr | wr_done | self.meta_wr.ready
-        vr_ok = ~need_vr | self.victim_resp.ready
+        # (all three are low while the head is empty, so outs_taken is 1 then)
+        outs_taken = ((~dec_pend | self.decision.ready) & (~wr_pend | self.meta_wr.ready) &
+                      (~vr_pend | self.victim_resp.ready))
         # The output stage is a two-entry queue: the output register (the head) and a skid
         # register behind it. The pipeline advances while the skid register is empty (adv6, a
         # register), not on this cycle's readies: the advance fans out to every stage register
         # and RAM write enable, so it must start at a flip-flop. A record that arrives while the
         # head stays waits in the skid register; the head takes it when it leaves.
         head_go = Signal()              # the head's outputs are all taken: it leaves
-        m.d.comb += head_go.eq(v_out & dec_ok & wr_ok & vr_ok)
+        m.d.comb += head_go.eq(v_out & outs_taken)
         sk_v = Signal()
         sk_r = Signal(rlay)
         sk_slot = Signal(g.sb)
         sk_ema = Signal(S.SCORE_BITS)
-        sk_noop = Signal()
+        sk_pend = Signal(3)             # pending() of the skid register's record
         sk_out = Signal(g.decision_layout())
         sk_vout = Signal(g.vresp_layout())
         m.d.comb += adv6.eq(~sk_v)
@@ -1784,16 +1815,20 @@ class Tracker(wiring.Component):
         # the record leaves: its metadata word is written, younger reads will see it
         m.d.comb += [retire.eq(head_go), retire_tag.eq(r_out.tag)]
         load_head, load_skid, from_skid = Signal(name="load_head"), Signal(name="load_skid"), Signal(name="from_skid")
-        m.d.comb += [load_head.eq(adv6 & (~v_out | head_go)),
+        # (~v_out | head_go is outs_taken: nothing is pending while the head is empty)
+        m.d.comb += [load_head.eq(adv6 & outs_taken),
                      load_skid.eq(adv6 & v_out & ~head_go & v[LS] & ~splice),
                      from_skid.eq(~adv6 & head_go)]
-        with m.If(load_head | from_skid):
-            m.d.sync += [dec_done.eq(0), wr_done.eq(0)]
+        x_out_v = v[LS] & ~splice       # the record the head loads is valid
+        with m.If(load_head):
+            m.d.sync += Cat(dec_pend, wr_pend, vr_pend).eq(Mux(x_out_v, pending(x, pf_noop | x.lk), 0))
+        with m.Elif(from_skid):
+            m.d.sync += Cat(dec_pend, wr_pend, vr_pend).eq(sk_pend)
         with m.Else():
-            with m.If(self.decision.valid & self.decision.ready):
-                m.d.sync += dec_done.eq(1)
-            with m.If(self.meta_wr.valid & self.meta_wr.ready):
-                m.d.sync += wr_done.eq(1)
+            # (the victim answer is the head's only output when pending, so its being taken
+            # is head_go: it is never cleared here)
+            m.d.sync += [dec_pend.eq(dec_pend & ~self.decision.ready),
+                         wr_pend.eq(wr_pend & ~self.meta_wr.ready)]
         err = x.kind == K_ERROR
         dl = g.decision_layout()
         o_err = pack(dl, layer=x.layer, head=x.head, position=x.position, error=Const(1, 1), prefetch=x.pf,
@@ -1858,11 +1893,11 @@ class Tracker(wiring.Component):
                         valid=vr_answers,
                         victim=vr_victim)
         with m.If(load_head):
-            m.d.sync += [v_out.eq(v[LS] & ~splice), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
-                         out_noop.eq(pf_noop | x.lk), vout.eq(new_vout)]
+            m.d.sync += [v_out.eq(x_out_v), r_out.eq(x), res_slot.eq(slot_after), res_ema.eq(ema_n[LS]),
+                         vout.eq(new_vout)]
         with m.Elif(from_skid):
             m.d.sync += [v_out.eq(1), r_out.eq(sk_r), res_slot.eq(sk_slot), res_ema.eq(sk_ema),
-                         out_noop.eq(sk_noop), vout.eq(sk_vout)]
+                         vout.eq(sk_vout)]
         if not late_cells:
             with m.If(load_head):
                 m.d.sync += out.eq(new_out)
@@ -1885,7 +1920,7 @@ class Tracker(wiring.Component):
         # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
         with m.If(adv6):
             m.d.sync += [sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
-                         sk_noop.eq(pf_noop | x.lk), sk_out.eq(new_out), sk_vout.eq(new_vout)]
+                         sk_pend.eq(pending(x, pf_noop | x.lk)), sk_out.eq(new_out), sk_vout.eq(new_vout)]
         with m.If(load_skid):
             m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
