@@ -845,8 +845,9 @@ class Tracker(wiring.Component):
         # B0 load: the record FIFO's head, and its metadata word if it needs one. The head is a
         # register (head_q), so B0's decision (needs a word, waits behind its source) starts at
         # flip-flops, not behind the FIFO RAM's read: it is refilled from the entry after it
-        # (read at rec_rp1, a register) as it loads, or from the entry at rec_rp while it is
-        # empty. A record reaches the head the cycle after it is written (one cycle of latency).
+        # (read at rec_rp1, a register) as it loads, or while it is empty from the record accept
+        # wrote the cycle before (new_last, below). A record reaches the head the cycle after it
+        # is written (one cycle of latency).
         m.d.comb += [rec_r1.addr.eq(rec_rp1[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
         head_q = Signal(rlay)
         head_v = Signal()
