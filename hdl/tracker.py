@@ -1816,13 +1816,14 @@ class Tracker(wiring.Component):
         # the record leaves: its metadata word is written, younger reads will see it
         m.d.comb += [retire.eq(head_go), retire_tag.eq(r_out.tag)]
         load_head, load_skid, from_skid = Signal(name="load_head"), Signal(name="load_skid"), Signal(name="from_skid")
+        x_out_v = v[LS] & ~splice       # the list stage's record goes out (to the head or the skid register)
+        x_pend = pending(x, pf_noop | x.lk)
         # (~v_out | head_go is outs_taken: nothing is pending while the head is empty)
         m.d.comb += [load_head.eq(adv6 & outs_taken),
-                     load_skid.eq(adv6 & v_out & ~head_go & v[LS] & ~splice),
+                     load_skid.eq(adv6 & v_out & ~head_go & x_out_v),
                      from_skid.eq(~adv6 & head_go)]
-        x_out_v = v[LS] & ~splice       # the record the head loads is valid
         with m.If(load_head):
-            m.d.sync += Cat(dec_pend, wr_pend, vr_pend).eq(Mux(x_out_v, pending(x, pf_noop | x.lk), 0))
+            m.d.sync += Cat(dec_pend, wr_pend, vr_pend).eq(Mux(x_out_v, x_pend, 0))
         with m.Elif(from_skid):
             m.d.sync += Cat(dec_pend, wr_pend, vr_pend).eq(sk_pend)
         with m.Else():
@@ -1921,7 +1922,7 @@ class Tracker(wiring.Component):
         # so its ~150 enables are adv6, a flip-flop, not the output's readies through head_go
         with m.If(adv6):
             m.d.sync += [sk_r.eq(x), sk_slot.eq(slot_after), sk_ema.eq(ema_n[LS]),
-                         sk_pend.eq(pending(x, pf_noop | x.lk)), sk_out.eq(new_out), sk_vout.eq(new_vout)]
+                         sk_pend.eq(x_pend), sk_out.eq(new_out), sk_vout.eq(new_vout)]
         with m.If(load_skid):
             m.d.sync += sk_v.eq(1)
         with m.Elif(from_skid):
