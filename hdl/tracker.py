@@ -1146,20 +1146,9 @@ class Tracker(wiring.Component):
             # mk_r17 and mx_r17 (the list stage's write bypassed the same way, upd_pre2): r17
             # compares the record's key with the keys, and makes the record's victim from the
             # matrix, from registers, with no RAM read in front of either.
-            # The RAMs' read addresses are copies of r16's and r17's queue, one per RAM, moving
-            # with the record (each a flip-flop whose next value is a cell of its own, so that
-            # synthesis keeps the copies apart): r16's queue bits drove some 950 loads, the
-            # distributed RAMs' read multiplexers among them, with 2.1 to 2.4 ns routes
-            # (r16 → the list RAM's read → held_pre, 9.44 ns at 61bd4cd).
-            def q_copy(stage, name):
-                cp = Signal(len(r[stage].q), name=name)
-                with m.If(adv_at(stage)):
-                    m.d.sync += cp.eq(Cat(*[lut4(m, platform, lambda a: a, (r[stage - 1].q[k],),
-                                                 name=f"{name}_next{k}") for k in range(len(cp))]))
-                return cp
-            q_ls, q_mx, q_mk, q_res = (q_copy(LS - 1, "q_ls"), q_copy(LS - 2, "q_mx"),
-                                       q_copy(LS - 2, "q_mk"), q_copy(LS - 2, "q_res"))
-            m.d.comb += [ls_rd.addr.eq(q_ls), mx_rd.addr.eq(q_mx), mk_rd.addr.eq(q_mk)]
+            q_pre = r[LS - 1].q
+            q_pre2 = r[LS - 2].q
+            m.d.comb += [ls_rd.addr.eq(q_pre), mx_rd.addr.eq(q_pre2), mk_rd.addr.eq(q_pre2)]
             ls_word = data.View(self._mlist_layout(), ls_rd.data)   # r17's queue's list word, as read
             snap_ls = Signal(self._mlist_layout())
             snap_mx = Signal(SQ * SQ)
@@ -1511,30 +1500,20 @@ class Tracker(wiring.Component):
             # and the one two stages back (x_pre2), whose keys (mk_r17) and residency
             # word (below) are read then
             # registered as the records move (every stage register moves on adv, and only then):
-            # is_ev & (x.q == x_pre.q) and is_ev & (x.q == x_pre2.q) of the next cycle
+            # is_ev & (x.q == x_pre.q) and is_ev & (x.q == q_pre2) of the next cycle
             same_pre, same_pre2 = Signal(name="same_pre"), Signal(name="same_pre2")
             x_in = r[LS - 1]
             is_ev_in = v[LS - 1] & (x_in.kind == K_EVENT) & ~x_in.lk
-            # The masks' own copies (same_pre_m, same_pre2_m), each a flip-flop whose next value is
-            # a cell of its own (so synthesis does not merge it with its twin): same_pre drives
-            # some 40 loads across the list stage, and its route to the masks' cells was 2.3 ns
-            # (same_pre → the mask → snap_ls, 9.22 ns and 89 failing endpoints at 61bd4cd).
-            same_pre_m, same_pre2_m = Signal(name="same_pre_m"), Signal(name="same_pre2_m")
-            same_pre_n, same_pre2_n = Signal(), Signal()
-            m.d.comb += [same_pre_n.eq(is_ev_in & (x_in.q == r[LS - 2].q)),
-                         same_pre2_n.eq(is_ev_in & (x_in.q == r[LS - 3].q))]
             with m.If(adv_at(LS, 1)):
-                m.d.sync += [same_pre.eq(same_pre_n), same_pre2.eq(same_pre2_n),
-                             same_pre_m.eq(lut4(m, platform, lambda a: a, (same_pre_n,), name="same_pre_m_next")),
-                             same_pre2_m.eq(lut4(m, platform, lambda a: a, (same_pre2_n,), name="same_pre2_m_next"))]
-            # (the masks, one copy per group of loads, each a route of its own: the RAM writes'
-            # and the next records' for the matrix, the keys and the list word (the list word's
-            # write data was 2.8 ns from a mask cell shared with the keys at eb591ae; the next
-            # record's list word 2.97 ns from one shared with its keys at 61bd4cd), some 15 to
-            # 35 loads per mask bit)
+                m.d.sync += [same_pre.eq(is_ev_in & (x_in.q == r[LS - 2].q)),
+                             same_pre2.eq(is_ev_in & (x_in.q == r[LS - 3].q))]
+            # (the RAM writes' and the next record's masks, one copy for the matrix and one for
+            # the rest: about 30 loads each instead of 60; the RAM writes' as three, for the
+            # matrix, the keys and the list word, each RAM's write data a route of its own: the
+            # list word's was 2.8 ns from a mask cell shared with the keys at eb591ae)
             upd, upd_ls, upd_mx = rewritten_slots(Const(1, 1), "here", copies=3)
-            upd_pre, upd_pre_mk, upd_pre_mx = rewritten_slots(same_pre_m, "pre", copies=3)
-            upd_pre2, upd_pre2_mk, upd_pre2_mx = rewritten_slots(same_pre2_m, "pre2", copies=3)
+            upd_pre, upd_pre_mx = rewritten_slots(same_pre, "pre", copies=2)
+            upd_pre2, upd_pre2_mx = rewritten_slots(same_pre2, "pre2", copies=2)
 
             # "<=" (dense) or "<" as one compare, with the mode as a low bit below the key:
             # k <= o is {k, 0} < {o, 1}, and k < o is {k, 1} < {o, 1}. One carry chain per slot
@@ -1555,19 +1534,8 @@ class Tracker(wiring.Component):
             with m.If(commit):
                 m.d.comb += [ls_wr.en.eq(1), ls_wr.addr.eq(x.q),
                              ls_wr.data.eq(list_with_change(Const(1, 1), upd_ls, snap_ls))]
-            # The matrix and key RAMs are written on every event the stage completes, placed or
-            # not: an event that places nothing has zero masks, so it writes back the queue's words
-            # as they are (snap_mx, snap_mk: the RAM's, with the write of the event before merged).
-            # Each enable is then one LUT of flip-flops: an advance copy and a register of "an
-            # event is in the stage" of its own. Behind `placed`, resident → placed → the ~780
-            # write enables was 9.91 ns (the board build of 3b0fb95, seed 2).
-            for wr, part, name in ((mx_wr, 0, "mx"), (mk_wr, 1, "mk")):
-                ev_in = Signal(name=f"is_ev_{name}")
-                with m.If(adv_at(LS, part)):
-                    m.d.sync += ev_in.eq(lut4(m, platform, lambda vv, e, lk: vv and e and not lk,
-                                              (v[LS - 1], r[LS - 1].kind == K_EVENT, r[LS - 1].lk),
-                                              name=f"is_ev_{name}_next"))
-                m.d.comb += wr.en.eq(adv_at(LS, part) & ev_in)
+                with m.If(placed):
+                    m.d.comb += [mx_wr.en.eq(1), mk_wr.en.eq(1)]
             rd_row = [mx_rd.data[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             row17 = [mx_r17[i * SQ:(i + 1) * SQ] for i in range(SQ)]
             # The victim of the record entering this stage (first), made here while this stage
@@ -1584,8 +1552,7 @@ class Tracker(wiring.Component):
             # order, so its column is all ones in every row of it and the old first stands) or
             # the victim (first); none for another queue, a prefetch of a resident position or
             # nothing to evict. The loop is first → the old order's first without it (the row
-            # ANDs with first's column ORed in, three LUT levels) or "first goes first" (three
-            # levels of cells) → one cell → first.
+            # ANDs with first's column ORed in, three LUT levels) → two cells → first.
             first_v = Signal(SQ, name="first_v", attrs={"keep": 1})  # a copy of first for this loop alone
 
             def first_without(slot1h, name):
@@ -1596,32 +1563,12 @@ class Tracker(wiring.Component):
                     for i in range(SQ)]))
                 return sig
 
-            def goes_first(slot1h, name, copies=1):
+            def goes_first(slot1h, name):
                 """``slot1h``'s slot, rewritten by this stage's event, goes before every other slot
-                of the order and stays in it: ~pinned & AND_j (before[j] | ~lst[j] | slot1h[j]),
-                as a tree of cells (``copies`` of its last cell, one per group of loads), each
-                term from flip-flops (``slot1h`` a register or zero). As plain logic behind
-                row_x, synthesis made five LUT levels of it (before → row_x → four levels →
-                the victim's case → first, 9.34 ns at 61bd4cd)."""
-                if isinstance(slot1h, Const):       # no slot: two terms per cell, pinned last
-                    level = [lut4(m, platform, lambda b0, l0, b1=True, l1=True: (b0 or not l0) and (b1 or not l1),
-                                  [before[j], lst[j], *((before[j + 1], lst[j + 1]) if j + 1 < SQ else ())],
-                                  name=f"{name}_t{j // 2}") for j in range(0, SQ, 2)]
-                    tail = [pinned]
-                else:                               # a term per cell, pinned in the first
-                    level = [lut4(m, platform, lambda b, l, x, p=False: (b or not l or x) and not p,
-                                  (before[j], lst[j], slot1h[j], *((pinned,) if j == 0 else ())),
-                                  name=f"{name}_t{j}") for j in range(SQ)]
-                    tail = []
-                depth = 0
-                while len(level) + len(tail) > 4:
-                    level = [lut4(m, platform, lambda *f: all(f), level[k:k + 4], name=f"{name}_and{depth}_{k // 4}")
-                             for k in range(0, len(level), 4)]
-                    depth += 1
-                last = (lambda *f: all(f[:-1]) and not f[-1]) if tail else (lambda *f: all(f))
-                outs = [lut4(m, platform, last, (*level, *tail), name=f"{name}{'' if c == 0 else f'_{c}'}")
-                        for c in range(copies)]
-                return outs if copies > 1 else outs[0]
+                of the order and stays in it."""
+                sig = Signal(name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(~pinned & Cat(*[row_x[j] | slot1h[j] for j in range(SQ)]).all())
+                return sig
             none1h = Const(0, SQ)
             first_old = first_without(none1h, "first_old")
             take_hit_v = Signal(name="take_hit_v")
@@ -1631,22 +1578,17 @@ class Tracker(wiring.Component):
                          take_vic_v.eq(same_pre & ~resident & ~free)]
             new_hit = Mux(goes_first(slot1h_ls, "first_is_hit"), slot1h_ls, first_without(slot1h_ls, "first_not_hit"))
             new_free = Mux(goes_first(none1h, "first_is_free"), free1h, first_old)
-            # the cases from registers alone (kept: the victim's case and the copies' choice are cells)
+            # the cases from registers alone (kept: the victim's case and the copies' ORs are cells)
             first_rest = Signal(SQ, name="first_rest", attrs={"keep": 1})
             m.d.comb += first_rest.eq(Mux(take_hit_v, new_hit, 0) | Mux(take_free_v, new_free, 0) |
                                       Mux(take_hit_v | take_free_v | take_vic_v, 0, first_old))
-            # The victim's case in a cell per slot, then each copy's own cell ORs in the other
-            # cases (first_rest, which is zero in the victim's case): first_rest (the old order's
-            # first without the hit's slot and the case choice, six LUT levels from mx_r17) is
-            # the latest input, so it gets the last cell alone. Two copies of "X goes first",
-            # one per eight victim's-case cells.
-            vic_first = goes_first(first_v, "first_is_vic", copies=2)
+            vic_first = goes_first(first_v, "first_is_vic")
             vic_not = first_without(first_v, "first_not_vic")
             vic_case = [lut4(m, platform, lambda c, x, f, t: t and (f if x else c),
-                             (vic_not[i], vic_first[i * 2 // SQ], first_v[i], take_vic_v), name=f"first_vic_lut{i}")
+                             (vic_not[i], vic_first, first_v[i], take_vic_v), name=f"first_vic_lut{i}")
                         for i in range(SQ)]
             for part, copy in ((0, first), (1, first_r), (2, first_o), (0, first_v)):
-                nxt = Cat(*[lut4(m, platform, lambda b, a: a or b, (first_rest[i], vic_case[i]),
+                nxt = Cat(*[lut4(m, platform, lambda a, b: a or b, (vic_case[i], first_rest[i]),
                                  name=f"{copy.name}_next{i}") for i in range(SQ)])
                 with m.If(adv_at(LS, part)):
                     m.d.sync += copy.eq(nxt)
@@ -1659,14 +1601,14 @@ class Tracker(wiring.Component):
                     mx_r17.eq(matrix_with_change(upd_pre2_mx, rd_row)),
                     lst_r17.eq(data.View(self._mlist_layout(),
                                          list_with_change(same_pre2, upd_pre2, ls_rd_res.data)).lst),
-                    snap_mk.eq(keys_with_change(upd_pre_mk, mk_r17)),
+                    snap_mk.eq(keys_with_change(upd_pre, mk_r17)),
                     snap_ls.eq(list_with_change(same_pre, upd_pre, ls_rd.data)),
                     # its count's one-hot: + do_free is a shift, a rotation where nres[:sb] wraps
                     # within the SQ bits (SQ a power of two; else a count of SQ is all zeros)
                     free1h.eq(Mux(same_pre, Mux(do_free, free1h.rotate_left(1) if SQ == 1 << g.sb
                                                 else (free1h << 1)[:SQ], free1h),
                                   Const(1, SQ) << ls_word.nres[:g.sb])),
-                    mk_r17.eq(keys_with_change(upd_pre2_mk, mk_rd.data)),
+                    mk_r17.eq(keys_with_change(upd_pre2, mk_rd.data)),
                 ]
 
         pf_s, pf_v = Signal(name="pf_s"), Signal(name="pf_v")  # the pf bits of slot_src and of the victim
@@ -1741,7 +1683,7 @@ class Tracker(wiring.Component):
             # A rewritten slot holds this stage's position: one compare for all of them, chosen
             # per slot by the mask, after the RAM's compares.
             x_pre2 = r[LS - 2]
-            m.d.comb += ls_rd_res.addr.eq(q_res)
+            m.d.comb += ls_rd_res.addr.eq(x_pre2.q)
             ram_res = data.View(self._mlist_layout(), ls_rd_res.data)
             # the word's count is the RAM's, or this stage's after its event (+1 if it took a
             # free slot): its compares are made on both counts and chosen by do_free after, with
@@ -1906,60 +1848,41 @@ class Tracker(wiring.Component):
         else:
             # The fields that wait for the victim (first) are ORed in after the
             # choice of the record's kind, which is made from registers alone: the victim's
-            # position is first's AND-OR over the positions, first zeroed (from registers)
+            # position is first's AND-OR over the positions, each zeroed ahead (from registers)
             # unless this record reports a victim, and its slot is the victim's index ORed with
             # the other cases' slot (first is all zeros without an evictable slot, where both
             # are 0). With the choice after the AND-OR, first → decision was 9.55 ns at 9a6936e.
-            # The record-kind terms of "reports a victim" are registered as the record enters
-            # the stage (ev_kind_ok: r18 → the kind compares → the zeroing was 9.61 ns before).
+            # ev_victim: this record's decision reports the victim. Its record-kind terms are
+            # registered as the record enters the stage, so ev_victim is one LUT of registers and
+            # each position's zeroing one LUT with it (kept, ev_victim was two LUT levels and a
+            # route in front of the zeroing: r18 → ev_victim → the AND-OR → out, 9.61 ns)
             ev_kind_ok = Signal()                   # == ~err & ~x.lk
             with m.If(adv_at(LS, 1)):
                 m.d.sync += ev_kind_ok.eq((r[LS - 1].kind != K_ERROR) & ~r[LS - 1].lk)
-            # Each late bit is an AND-OR of cells (and_or_lut4) over first_o, zeroed per slot
-            # unless the record reports a victim, and the slots' values, ORed into the output
-            # register's input by synthesis (plain logic put three LUT levels and a route behind
-            # first_o's cells: 9.36 ns at 5ae6e23).
-            # The zeroing is one cell per slot of flip-flops alone: first_o[i] & ~resident &
-            # ~free & ev_kind_ok (the victim is reported by an evicting event that is neither an
-            # error nor a lookup). Zeroing each slot's value behind ev_victim = evicting &
-            # ev_kind_ok put two LUT levels and a net of 176 loads in front of the AND-OR
-            # (free_ls → evicting → ev_victim → the zeroing → the cells → out, 9.61 ns, the worst
-            # path of the board build of 61bd4cd).
-            ev_vic1h = Cat(*[lut4(m, platform, lambda f, r_, fr, ok: f and not r_ and not fr and ok,
-                                  (first_o[i], resident, free, ev_kind_ok), name=f"ev_vic1h{i}")
-                             for i in range(SQ)])
+            ev_victim = Signal()
+            m.d.comb += ev_victim.eq(evicting & ev_kind_ok)
+            # Each late bit is an AND-OR of cells (and_or_lut4) over first_o and a value zeroed
+            # from registers, ORed into the output register's input by synthesis (plain logic
+            # put three LUT levels and a route behind first_o's cells: 9.36 ns at 5ae6e23).
             ev_victim_pos, ev_slot = 0, Mux(evicting, 0, Mux(resident, slot_src, nres[:g.sb]))
 
-            def late_cells_of(sel1h, values, name):
-                """Per bit b of values[i], the cell outputs whose OR is OR_i sel1h[i] & values[i][b]."""
-                return [and_or_lut4(m, platform, [(sel1h[i], v[b]) for i, v in enumerate(values)], f"{name}{b}")
+            def late_cells_of(values, name):
+                """Per bit b of values[i] (first_o's slot i), the cell outputs whose OR is the bit."""
+                return [and_or_lut4(m, platform, [(first_o[i], v[b]) for i, v in enumerate(values)], f"{name}{b}")
                         for b in range(len(values[0]))]
-
-            def or_cells(bits, name):
-                """Up to two cell outputs whose OR is the OR of ``bits`` (OR4 cells)."""
-                level, depth = list(bits), 0
-                while len(level) > 2:
-                    level = [lut4(m, platform, lambda *f: any(f), level[k:k + 4], name=f"{name}_or{depth}_{k // 4}")
-                             for k in range(0, len(level), 4)]
-                    depth += 1
-                return level
 
             def ored(cells):
                 return Cat(*[Cat(*c).any() for c in cells])
-            # (the victim's index, bit b: the reported victim's slot has bit b set)
-            vic_cells = late_cells_of(ev_vic1h, mpos, "ev_victim_or")
-            slot_cells = [or_cells([ev_vic1h[i] for i in range(SQ) if i >> b & 1], f"ev_slot_or{b}")
-                          for b in range(g.sb)]
+            # (the victim's index, bit b: first_o's slots with bit b set, if reporting a victim)
+            vic_cells = late_cells_of([Mux(ev_victim, p, 0) for p in mpos], "ev_victim_or")
+            slot_cells = [and_or_lut4(m, platform, [(first_o[i], ev_victim) for i in range(SQ) if i >> b & 1],
+                                      f"ev_slot_or{b}") for b in range(g.sb)]
             late = pack(dl, victim=ored(vic_cells), slot=ored(slot_cells))
             late_cells = {**{dl["victim"].offset + b: c for b, c in enumerate(vic_cells)},
                           **{dl["slot"].offset + b: c for b, c in enumerate(slot_cells)}}
-            # the victim response's position, zeroed the same way per slot (a victim request that
-            # is not locked, of a started queue): 16 loads on vr_take instead of 144
             vr_take = Signal(attrs={"keep": 1})
             m.d.comb += vr_take.eq((x.kind == K_VREQ) & ~locked & started)
-            vr_vic1h = Cat(*[lut4(m, platform, lambda f, t: f and t, (first_o[i], vr_take), name=f"vr_vic1h{i}")
-                             for i in range(SQ)])
-            vr_victim = ored(late_cells_of(vr_vic1h, mpos, "vr_victim_or"))
+            vr_victim = ored(late_cells_of([Mux(vr_take, p, 0) for p in mpos], "vr_victim_or"))
         o_ev = pack(dl, layer=x.layer, head=x.head, position=x.position, hit=hit,
                     inserted=do_free | do_evict, victim_valid=do_evict, no_victim=no_victim,
                     victim=ev_victim_pos, slot=ev_slot, prefetch=x.pf)
