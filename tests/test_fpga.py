@@ -102,18 +102,150 @@ def test_missing_tool_names_its_package(monkeypatch, tmp_path):
         fpga.toolchain_env()
 
 
+class FakePlan:
+    """What ``platform.build(..., do_build=False)`` returns: its ``extract`` writes the build
+    script, here a shell line standing in for Yosys, nextpnr and ecppack."""
+
+    def __init__(self, name, script):
+        self.name, self.script = name, script
+
+    def extract(self, root):
+        (Path(root) / f"build_{self.name}.sh").write_text(f"#!/bin/sh\n{self.script}\n")
+        return root
+
+
+def _router_log(progress, done=True):
+    """A nextpnr log with router1's progress lines, (iteration, arcs left) each, and the
+    'Routing complete.' and fmax lines of a run that finished when ``done``."""
+    lines = ["Info: Routing..", "Info:            |   (re-)routed arcs  |   delta    | remaining|       time spent     |",
+             "Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|"]
+    lines += [f"Info: {it:10d} | {5:8d} {995:10d} | {5:4d} {995:5d} | {left:9d}|       0.50       {it / 2000:.2f}|"
+              for it, left in progress]
+    if done:
+        lines += ["Info: Routing complete.", "Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)"]
+    return "\n".join(lines) + "\n"
+
+
+def test_router_watch_reads_router1_progress():
+    """The stall verdict: no new low of the arcs left for ROUTER_STALL_ITERS iterations and
+    ROUTER_STALL_S seconds of the router's clock, whatever the arcs do in between; a new low
+    restarts the count, and so does a new routing pass."""
+    watch = fpga.RouterWatch(stall_iters=5000, stall_s=2.0)
+    assert not watch.update("Info: Placing..\n")
+    # a real line (nextpnr-ecp5 0.11, the ECPIX-5 board top)
+    assert not watch.update("Info:      40000 |     5609      34390 |  319   681 |     89876|       9.26      47.73|\n")
+    assert (watch.iteration, watch.remaining, watch.low, watch.low_at) == (40000, 89876, 89876, 40000)
+    assert not watch.update(_router_log([(41000, 90836), (44000, 89900)], done=False))
+    assert not watch.update(_router_log([(45000, 89875)], done=False))             # a new low, by one arc
+    assert watch.low_at == 45000
+    assert not watch.update(_router_log([(49000, 95000)], done=False))
+    assert watch.update(_router_log([(50000, 90000)], done=False))                 # 5,000 since the low
+    assert watch.seconds - watch.low_s == pytest.approx(2.5)
+    # the router's clock too: 5,000 iterations in less than the seconds asked are no stall
+    quick = fpga.RouterWatch(stall_iters=5000, stall_s=3.0)
+    assert not quick.update(_router_log([(40000, 100), (45000, 200)], done=False))
+    assert quick.update(_router_log([(46000, 200)], done=False))
+    again = fpga.RouterWatch(stall_iters=5000, stall_s=0.0)
+    again.update(_router_log([(k * 1000, 100) for k in range(1, 6)], done=False))
+    assert not again.update(_router_log([(1000, 500)], done=False))               # a new pass starts over
+    assert (fpga.RouterWatch().stall_iters, fpga.RouterWatch().stall_s) == (fpga.ROUTER_STALL_ITERS, fpga.ROUTER_STALL_S)
+    # the stall of the ECPIX-5 build of 61bd4cd's netlist (its log, iterations 185,000 to 220,000:
+    # a low of 10,666 arcs, then 11,000 to 14,000 for 35,000 iterations at 20 to 100 s each 1,000)
+    # is one by the flow's limits; the runs that routed waited at most 17,000 iterations
+    stuck = fpga.RouterWatch()
+    log = [(185000, 10666, 509.08), (197000, 13178, 621.34), (205000, 13794, 808.43), (210000, 13847, 991.71),
+           (217000, 13431, 1244.34)]
+    lines = _router_log([(it, left) for it, left, _ in log], done=False).splitlines()
+    seconds = {f"{it / 2000:.2f}|": f"{secs:.2f}|" for it, _, secs in log}
+    for line in lines:
+        for old_s, new_s in seconds.items():
+            line = line.replace(old_s, new_s)
+        stuck.update(line + "\n")
+        if stuck.iteration == 210000:
+            assert not stuck.stalled            # 25,000 iterations, 483 s: not yet
+    assert stuck.stalled and stuck.low == 10666
+
+
+def _watched_script(tmp_path, log_text, tail="exit 0"):
+    """A script that writes ``log_text`` to top.tim a few lines at a time, then keeps running
+    (a stalled router never exits by itself) unless ``tail`` ends it."""
+    (tmp_path / "log.txt").write_text(log_text)
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\nwhile IFS= read -r line; do echo \"$line\" >> top.tim; done < log.txt\n"
+                      f"{tail}\n")
+    return ["sh", str(script)]
+
+
+def test_run_watched_stops_a_stalled_router(tmp_path):
+    """A run whose router stalls is stopped (the whole process group, within seconds), and the
+    error names the seed, the counts and the log; a run that converges is left to finish, and a
+    stale log of an earlier run in the directory is not read as this one's."""
+    stuck = [(k * 1000, 30000 + (k % 3)) for k in range(1, 40)]
+    cmd = _watched_script(tmp_path, _router_log(stuck, done=False), tail="sleep 600")
+    with pytest.raises(fpga.RouterStalled) as err:
+        fpga.run_watched(cmd, tmp_path, tmp_path / "top.tim", seed=4, stall_iters=10_000, stall_s=0.0, poll_s=0.05)
+    stall = err.value
+    assert (stall.seed, stall.low, stall.low_at) == (4, 30000, 3000) and stall.iteration - stall.low_at >= 10_000
+    assert "nextpnr's router stalled at nextpnr's seed 4: " in str(stall) and str(tmp_path / "top.tim") in str(stall)
+    assert "--seed" in str(stall) and "seeds <build dir>" in str(stall)
+    # the script's sleep was stopped with it: nothing of the group is left
+    import subprocess as sp
+    assert str(tmp_path / "run.sh") not in sp.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    # a converging run of the same length is not stopped, and its exit status is returned
+    falling = [(k * 1000, 30000 - k) for k in range(1, 40)]
+    (tmp_path / "top.tim").write_text(_router_log(stuck, done=False))          # stale: removed first
+    cmd = _watched_script(tmp_path, _router_log(falling), tail="exit 7")
+    assert fpga.run_watched(cmd, tmp_path, tmp_path / "top.tim", stall_iters=10_000, stall_s=0.0, poll_s=0.05) == 7
+    assert "Routing complete." in (tmp_path / "top.tim").read_text()
+
+
+def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path, capsys):
+    """build_board with retry_seeds: a stalled seed is stopped and the next is built; the
+    configuration names the seed that routed and those that stalled. Without retries, or when
+    every seed stalls, the stall is the error (the CLI prints it, exit 2)."""
+    seeds_run = []
+
+    def fake_board_build(board_name, top, out, *, seed=None, **kw):
+        top._MustUse__silence = True
+        seeds_run.append(seed)
+        if seed in (None, 2):
+            raise fpga.RouterStalled(out / "top.tim", 90000, 12000, 11000, 50000, 700.0, seed)
+        (out / "top.tim").write_text(SAMPLE.read_text())
+        return out / "top.tim"
+
+    monkeypatch.setattr(fpga, "_board_build", fake_board_build)
+    tim, config = fpga.build_board("ulx3s-85f", core_mhz=125.0, out=tmp_path, retry_seeds=(2, 5))
+    assert seeds_run == [None, 2, 5] and config["nextpnr_seed"] == 5
+    assert config["router_stalled_seeds"] == [None, 2]
+    assert "building again with seed 2" in capsys.readouterr().err
+    seeds_run.clear()
+    with pytest.raises(fpga.RouterStalled):
+        fpga.build_board("ulx3s-85f", core_mhz=125.0, out=tmp_path, retry_seeds=(2,))
+    assert seeds_run == [None, 2]
+    assert fpga.main(["bitstream", "--core-mhz", "125", "--out", str(tmp_path)]) == 2
+    assert "router stalled at nextpnr's default seed" in capsys.readouterr().err
+    assert fpga.main(["bitstream", "--core-mhz", "125", "--out", str(tmp_path), "--retry-seeds", "2", "6"]) == 0
+    for bad in (["0"], ["4", "4"], ["3"]):          # 3: the ULX3S's own seed at its default clock
+        assert fpga.main(["bitstream", "--retry-seeds", *bad]) == 2
+        assert "--retry-seeds must be distinct positive" in capsys.readouterr().err
+    # the bench's board tops retry too (tb/fpga/bench.py)
+    from cxlkv.tb.fpga import bench
+    assert bench.RETRY_SEEDS and bench.BOARD == "ulx3s-85f"
+
+
 @pytest.mark.parametrize("allow_timing_fail", [False, True])
 def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_path, allow_timing_fail):
     """nextpnr stops on a failing clock only without --allow-timing-fail; with it, a failed run
     (killed, out of memory) must not be blamed on timing even though its log says FAIL."""
     class Platform:
-        def build(self, top, name, build_dir, do_program, nextpnr_opts, script_after_read):
+        def build(self, top, name, build_dir, do_build, do_program, nextpnr_opts, script_after_read):
+            assert not do_build and not do_program   # the flow runs the script itself (run_watched)
             assert ("--timing-allow-fail" in nextpnr_opts) == allow_timing_fail
             assert script_after_read == ""          # (the board top's option: below)
             # every build writes its delays for `paths`, with the flow's placer options
             assert f"--sdf {name}.sdf" in nextpnr_opts and fpga.NEXTPNR_OPTS in nextpnr_opts
-            (Path(build_dir) / f"{name}.tim").write_text("Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\n")
-            raise RuntimeError("returned non-zero exit status 143")
+            return FakePlan(name, "echo \"Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\" "
+                                  "> top.tim; exit 143")
 
     class Board:
         def platform(self):
@@ -122,7 +254,7 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     import cxlkv.hdl.boards
     monkeypatch.setattr(cxlkv.hdl.boards, "get_board", lambda name: Board())
     monkeypatch.setattr(fpga, "toolchain_env", lambda: {})
-    with pytest.raises(CxlkvError, match="status 143") as err:
+    with pytest.raises(CxlkvError, match="exited with status 143") as err:
         fpga._board_build("ulx3s-85f", None, tmp_path, allow_timing_fail=allow_timing_fail)
     assert ("timing not met" in str(err.value)) != allow_timing_fail
 
@@ -139,9 +271,9 @@ def test_the_default_build_takes_the_boards_seed(monkeypatch, tmp_path, core_mhz
     seen = []
 
     class Platform:
-        def build(self, top, name, build_dir, do_program, nextpnr_opts, script_after_read):
+        def build(self, top, name, build_dir, do_build, do_program, nextpnr_opts, script_after_read):
             seen.append(nextpnr_opts)
-            (Path(build_dir) / f"{name}.tim").write_text(SAMPLE.read_text())
+            return FakePlan(name, f"cp {SAMPLE} {name}.tim")
 
     class Board:
         def platform(self):
@@ -220,8 +352,9 @@ def test_the_bench_measures_both_board_tops_under_their_own_names(monkeypatch, t
     from cxlkv.tb.fpga import bench
     built = []
 
-    def fake_build_board(board, core_mhz, baud, controller, out, allow_timing_fail):
+    def fake_build_board(board, core_mhz, baud, controller, out, allow_timing_fail, retry_seeds):
         built.append((board, core_mhz, out.name, allow_timing_fail))
+        assert retry_seeds == bench.RETRY_SEEDS         # a stalled router tries these seeds
         tim = tmp_path / f"{board}.tim"
         tim.write_text(SAMPLE.read_text())
         return tim, {"board": board}
@@ -454,11 +587,13 @@ def test_synth_check_takes_its_pinned_seed(monkeypatch, capsys):
     """synth-check's netlist did not route with nextpnr's own seed: its build passes SYNTH_CHECK_SEED."""
     seen = {}
 
-    def fake_build_board(board_name, core_mhz, baud, controller, out, allow_timing_fail=False, seed=None):
-        seen.update(board=board_name, core_mhz=core_mhz, seed=seed)
+    def fake_build_board(board_name, core_mhz, baud, controller, out, allow_timing_fail=False, seed=None,
+                         retry_seeds=()):
+        seen.update(board=board_name, core_mhz=core_mhz, seed=seed, retry_seeds=retry_seeds)
         return SAMPLE, {"core_mhz_target": core_mhz, "nextpnr_seed": seed}
 
     monkeypatch.setattr(fpga, "build_board", fake_build_board)
     assert fpga.main(["synth-check"]) == 0
-    assert seen == {"board": "ulx3s-85f", "core_mhz": fpga.SYNTH_CHECK_MHZ, "seed": fpga.SYNTH_CHECK_SEED}
+    assert seen == {"board": "ulx3s-85f", "core_mhz": fpga.SYNTH_CHECK_MHZ, "seed": fpga.SYNTH_CHECK_SEED,
+                    "retry_seeds": fpga.SYNTH_CHECK_RETRY_SEEDS}
     assert "synth-check: placed and routed at 25 MHz" in capsys.readouterr().out
