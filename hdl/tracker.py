@@ -1559,110 +1559,48 @@ class Tracker(wiring.Component):
             # other slot of the order; otherwise it is the first of the old order with X left
             # out. That is the row ANDs of the merged matrix, exactly, without waiting for the
             # merge (docs/tracker.md, "Matrix selection").
-            # X is made per case: the hit's slot (slot1h_ls), the free slot (free1h: never in the
+            # X is made per case, not from the mask, so that only the victim's case waits for
+            # first (a register): the hit's slot (slot1h_ls), the free slot (free1h: never in the
             # order, so its column is all ones in every row of it and the old first stands) or
-            # the victim (first_v, a copy of first for this loop alone); none for another queue,
-            # a prefetch of a resident position or nothing to evict. Each case's two answers are
-            # trees of LUT4 cells from registers, the case's own condition (same_pre, resident,
-            # free, x_npf: registers) in the first level's spare inputs, so no case select sits
-            # behind them:
-            #   "X goes first" (G), ~pinned & AND_j (before[j] | ~lst[j] | X[j]): three levels;
-            #   "the old first without X" (N), lst_r17[i] & ~X[i] & AND_j!=i (M[i][j] | X[j]): three;
-            # then G is the OR of the cases' (one level), N the OR of theirs, and each bit of first
-            # is one LUT, G ? X : N: five levels from registers. Plain logic made it seven (the
-            # case's AND behind row_x's kept bits, then the case choices: before → row_x →
-            # first_is_free → first_rest → first, 9.49 ns in the board build of a042c29).
-            first_v = Signal(SQ, name="first_v", attrs={"keep": 1})
+            # the victim (first); none for another queue, a prefetch of a resident position or
+            # nothing to evict. The loop is first → the old order's first without it (the row
+            # ANDs with first's column ORed in, three LUT levels) → two cells → first.
+            first_v = Signal(SQ, name="first_v", attrs={"keep": 1})  # a copy of first for this loop alone
 
-            def and_cells(factors, name):
-                """AND of ``factors`` [(fn, inputs), ...], each a LUT4 cell, as a tree of AND4 cells."""
-                level = [lut4(m, platform, fn, ins, name=f"{name}_f{k}") for k, (fn, ins) in enumerate(factors)]
-                depth = 0
-                while len(level) > 1:
-                    level = [lut4(m, platform, lambda *f: all(f), level[k:k + 4], name=f"{name}_a{depth}_{k // 4}")
-                             for k in range(0, len(level), 4)]
-                    depth += 1
-                return level[0]
+            def first_without(slot1h, name):
+                """The old order's first with ``slot1h``'s slot (one-hot or zero) left out."""
+                sig = Signal(SQ, name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(Cat(*[
+                    lst_r17[i] & ~slot1h[i] & Cat(*[row17[i][j] | slot1h[j] for j in range(SQ) if j != i]).all()
+                    for i in range(SQ)]))
+                return sig
 
-            # each case's condition, an AND of literals (register, polarity)
-            case_vic = [(same_pre, True), (resident, False), (free, False)]
-            case_hit = [(same_pre, True), (resident, True), (x_npf, True)]
-            case_free = [(same_pre, True), (resident, False), (free, True)]
-
-            def goes_first_cells(x1h, case, name):
-                """X (``x1h``, one-hot, or None for the free slot, which is never in the order)
-                goes before every other slot of the order and stays in it, in ``case``: a cell per
-                slot, (before[j] | ~lst[j] | X[j]), with the case's literals and ~pinned in the
-                spare inputs of slots 0 to 3's cells; then AND4 cells (three levels)."""
-                extra = case + [(pinned, False)]
-                cells = []
-                for j in range(SQ):
-                    ins = [before[j], lst[j]] + ([x1h[j]] if x1h is not None else [])
-                    pol = ()
-                    if j < len(extra):
-                        ins.append(extra[j][0])
-                        pol = (extra[j][1],)
-
-                    def fn(*v, n_x=int(x1h is not None), pol=pol):
-                        term = v[0] or not v[1] or (n_x and v[2])
-                        return term and all(bool(l) == q for l, q in zip(v[2 + n_x:], pol))
-                    cells.append((fn, ins))
-                for r_, q_ in extra[SQ:]:            # (fewer slots than literals)
-                    cells.append((lambda v, q_=q_: bool(v) == q_, [r_]))
-                return and_cells(cells, name)
-
-            def first_without_cells(x1h, case, name):
-                """Per slot i: the old order's first with X (``x1h``, one-hot or zero) left out, in
-                ``case`` (a function of four registers), from the order as r17 holds it."""
-                bits = []
-                for i in range(SQ):
-                    others = [j for j in range(SQ) if j != i]
-                    cells = []
-                    if x1h is None:
-                        terms = [row17[i][j] for j in others] + [lst_r17[i]]
-                        for k in range(0, len(terms), 4):
-                            cells.append((lambda *t: all(t), terms[k:k + 4]))
-                    else:
-                        for k in range(0, len(others) - 1, 2):
-                            j0, j1 = others[k], others[k + 1]
-                            cells.append((lambda m0, x0, m1, x1: (m0 or x0) and (m1 or x1),
-                                          [row17[i][j0], x1h[j0], row17[i][j1], x1h[j1]]))
-                        if len(others) % 2:
-                            jl = others[-1]
-                            cells.append((lambda m0, x0, l, xi: (m0 or x0) and l and not xi,
-                                          [row17[i][jl], x1h[jl], lst_r17[i], x1h[i]]))
-                        else:
-                            cells.append((lambda l, xi: l and not xi, [lst_r17[i], x1h[i]]))
-                    cells.append(case)
-                    bits.append(and_cells(cells, f"{name}{i}"))
-                return bits
-
-            # the cases' conditions for the trees of "the old first without X": as LUT4 functions
-            # of (same_pre, resident, free, x_npf); the old first stands in the free slot's case and
-            # in none (another queue, a prefetch of a resident position)
-            cond_vic = (lambda s, r, f, n: s and not r and not f, [same_pre, resident, free, x_npf])
-            cond_hit = (lambda s, r, f, n: s and r and n, [same_pre, resident, free, x_npf])
-            cond_old = (lambda s, r, f, n: not (s and not r and not f) and not (s and r and n),
-                        [same_pre, resident, free, x_npf])
-            n_vic = first_without_cells(first_v, cond_vic, "first_not_vic")
-            n_hit = first_without_cells(slot1h_ls, cond_hit, "first_not_hit")
-            n_old = first_without_cells(None, cond_old, "first_old")
-            first_n = [lut4(m, platform, lambda a, b, c: a or b or c, (n_vic[i], n_hit[i], n_old[i]),
-                            name=f"first_n{i}") for i in range(SQ)]
-            g_vic = goes_first_cells(first_v, case_vic, "first_is_vic")
-            g_hit = goes_first_cells(slot1h_ls, case_hit, "first_is_hit")
-            g_free = goes_first_cells(None, case_free, "first_is_free")
-            # X itself, by case (from registers; off the loop: two levels)
-            take_hit_v, take_free_v, take_vic_v = (Signal(name=n) for n in ("take_hit_v", "take_free_v", "take_vic_v"))
+            def goes_first(slot1h, name):
+                """``slot1h``'s slot, rewritten by this stage's event, goes before every other slot
+                of the order and stays in it."""
+                sig = Signal(name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(~pinned & Cat(*[row_x[j] | slot1h[j] for j in range(SQ)]).all())
+                return sig
+            none1h = Const(0, SQ)
+            first_old = first_without(none1h, "first_old")
+            take_hit_v = Signal(name="take_hit_v")
+            take_free_v = Signal(name="take_free_v")
+            take_vic_v = Signal(name="take_vic_v")
             m.d.comb += [take_hit_v.eq(same_pre & resident & x_npf), take_free_v.eq(same_pre & ~resident & free),
                          take_vic_v.eq(same_pre & ~resident & ~free)]
-            first_x = Signal(SQ, name="first_x", attrs={"keep": 1})
-            m.d.comb += first_x.eq(Mux(take_vic_v, first_v, 0) | Mux(take_hit_v, slot1h_ls, 0) |
-                                   Mux(take_free_v, free1h, 0))
+            new_hit = Mux(goes_first(slot1h_ls, "first_is_hit"), slot1h_ls, first_without(slot1h_ls, "first_not_hit"))
+            new_free = Mux(goes_first(none1h, "first_is_free"), free1h, first_old)
+            # the cases from registers alone (kept: the victim's case and the copies' ORs are cells)
+            first_rest = Signal(SQ, name="first_rest", attrs={"keep": 1})
+            m.d.comb += first_rest.eq(Mux(take_hit_v, new_hit, 0) | Mux(take_free_v, new_free, 0) |
+                                      Mux(take_hit_v | take_free_v | take_vic_v, 0, first_old))
+            vic_first = goes_first(first_v, "first_is_vic")
+            vic_not = first_without(first_v, "first_not_vic")
+            vic_case = [lut4(m, platform, lambda c, x, f, t: t and (f if x else c),
+                             (vic_not[i], vic_first, first_v[i], take_vic_v), name=f"first_vic_lut{i}")
+                        for i in range(SQ)]
             for part, copy in ((0, first), (1, first_r), (2, first_o), (0, first_v)):
-                # G per copy: 16 loads each
-                goes = lut4(m, platform, lambda a, b, c: a or b or c, (g_vic, g_hit, g_free), name=f"{copy.name}_g")
-                nxt = Cat(*[lut4(m, platform, lambda gg, xx, nn: xx if gg else nn, (goes, first_x[i], first_n[i]),
+                nxt = Cat(*[lut4(m, platform, lambda a, b: a or b, (vic_case[i], first_rest[i]),
                                  name=f"{copy.name}_next{i}") for i in range(SQ)])
                 with m.If(adv_at(LS, part)):
                     m.d.sync += copy.eq(nxt)
