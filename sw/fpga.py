@@ -76,7 +76,8 @@ SYNTH_CHECK_RETRY_SEEDS = (4, 5)
 #: ROUTER_STALL_ITERS iterations and ROUTER_STALL_S seconds of its own clock (the log's "total"
 #: column). On the board top the router sometimes stalls: the count hovers (at 11,000 to 14,000
 #: arcs on the ECPIX-5 build of 61bd4cd's netlist) while each 1,000 iterations take 20 to 100 s
-#: instead of one, for hours (docs/fpga.md, "Gotchas"). Runs that converged waited at most
+#: instead of one, for as long as it was watched (900 s in session 37, 2,150 s in session 35;
+#: docs/fpga.md, "Gotchas"). Runs that converged waited at most
 #: 17,000 iterations, and a few seconds per 1,000, for a new low; both limits must be passed, so
 #: neither a cheap early plateau nor a slow machine alone stops a run.
 ROUTER_STALL_ITERS = 25_000
