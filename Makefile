@@ -15,7 +15,7 @@ JOBS ?= 2
 # FPGA board for `make bitstream` (see docs/bringup.md).
 BOARD ?= ulx3s-85f
 # nextpnr seeds `make bitstream` builds with, in turn, when the router stalls with the
-# board's own (docs/fpga.md, "Gotchas")
+# board's own (docs/fpga.md, "Gotchas"); RETRY_SEEDS= stops at the first stall instead
 RETRY_SEEDS ?= 4 5
 
 .PHONY: all venv verilog lint sim test bench formal regmap bitstream synth-check clean help
@@ -64,7 +64,7 @@ regmap: $(STAMP)
 	$(PY) -m cxlkv.sw.regmap_gen
 
 bitstream: $(STAMP)
-	$(PY) -m cxlkv.sw.fpga bitstream --board $(BOARD) --retry-seeds $(RETRY_SEEDS)
+	$(PY) -m cxlkv.sw.fpga bitstream --board $(BOARD) $(if $(strip $(RETRY_SEEDS)),--retry-seeds $(RETRY_SEEDS))
 
 synth-check: $(STAMP)
 	$(PY) -m cxlkv.sw.fpga synth-check
