@@ -402,10 +402,9 @@ class Tracker(wiring.Component):
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
         rsp_wp, rsp_rp = Signal(TB + 1, name="rsp_wp"), Signal(TB + 1, name="rsp_rp")
-        # record FIFO between accept and B0, read at one place: two entries after the head (B0's
-        # head and the entry after it are registers, the latter refilled from this read as the
-        # head loads; either, refilled while empty, takes the record accept wrote the cycle
-        # before from a register, new_last, below)
+        # record FIFO between accept and B0, read at one place: the entry after the head (B0's
+        # head is a register, refilled from it as it loads; a head refilled while empty takes
+        # the record accept wrote the cycle before from a register, new_last, below)
         m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
         rec_w = rec_mem.write_port()
         rec_r2 = rec_mem.read_port(domain="comb")          # the entry two after the head
