@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -130,15 +131,14 @@ class RouterWatch:
                 and self.seconds - self.low_s >= self.stall_s)
 
 
-def run_watched(cmd, cwd: Path, log: Path, stdout=None, seed=None, stall_iters: int | None = None,
-                stall_s: float | None = None, poll_s: float = 2.0) -> int:
+def run_watched(cmd, cwd: Path, log: Path, stdout=None, seed=None, stall_iters: int = ROUTER_STALL_ITERS,
+                stall_s: float = ROUTER_STALL_S, poll_s: float = 2.0) -> int:
     """Run ``cmd`` (a nextpnr run, or a build script that runs one logging to ``log``) in its own
     process group, reading ``log`` as it grows; returns the exit status. Raises
-    :class:`RouterStalled`, after stopping the whole group, when the router stalls (``stall_iters``,
-    ``stall_s``: ``ROUTER_STALL_ITERS``, ``ROUTER_STALL_S`` unless given). ``log`` is removed first:
-    a stale one from an earlier run in the same directory must not be read as this run's."""
-    watch = RouterWatch(ROUTER_STALL_ITERS if stall_iters is None else stall_iters,
-                        ROUTER_STALL_S if stall_s is None else stall_s)
+    :class:`RouterStalled`, after stopping the whole group, when the router stalls (:class:`RouterWatch`
+    with ``stall_iters`` and ``stall_s``). ``log`` is removed first: a stale one from an earlier run
+    in the same directory must not be read as this run's."""
+    watch = RouterWatch(stall_iters, stall_s)
     log = Path(log)
     log.unlink(missing_ok=True)
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
@@ -167,7 +167,6 @@ def run_watched(cmd, cwd: Path, log: Path, stdout=None, seed=None, stall_iters: 
 
 def _stop(proc):
     """Stop ``proc``'s process group (the build script and the tools it started)."""
-    import signal
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
