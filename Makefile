@@ -14,8 +14,9 @@ JOBS ?= 2
 
 # FPGA board for `make bitstream` (see docs/bringup.md).
 BOARD ?= ulx3s-85f
-# nextpnr seeds `make bitstream` builds with, in turn, when the router stalls with the
-# board's own (docs/fpga.md, "Gotchas"); RETRY_SEEDS= stops at the first stall instead
+# nextpnr seeds `make bitstream` places and routes the same netlist again with, in turn, when
+# the router stalls or the clock is missed with the board's own (docs/fpga.md, "Gotchas");
+# RETRY_SEEDS= stops at the first stall or miss instead
 RETRY_SEEDS ?= 4 5
 
 .PHONY: all venv verilog lint sim test bench formal regmap bitstream synth-check clean help
