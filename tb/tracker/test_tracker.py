@@ -535,6 +535,94 @@ async def test_random_fine_buckets(dut):
 
 
 @cocotb.test()
+async def test_random_all_slots(dut):
+    """C = every slot of the DUT's queues, up to 16 (the board's): the budgets above (2 to 6)
+    leave the upper slots of a 16-slot order empty, so their selection logic (the matrix's rows
+    and columns 6 to 15) would go unchecked; here queues fill to C with mixed keys and evict."""
+    g = Geometry(**{k: params()[k] for k in ("n_layers", "n_kv_heads", "n_positions", "n_buckets")},
+                 max_budget=params().get("max_budget"))
+    budget = min(16, g.max_budget)
+    n = env_int("CXLKV_EVENTS", 3000) // 2
+    cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=1), budget)
+    env = await random_run(dut, cfg, n=n, npos=3 * budget, decode_lock=0, vreq_prob=0.05, seed_shift=2,
+                           pf_prob=0.1, lk_prob=0.1)
+    assert env.coverage["queue_full"] > 0 and env.coverage["evict_from_bucket"] > 0, env.coverage
+
+
+def fill_then_evict(cfg, geom, select, *, rng, step=40, hot_reads=6):
+    """Per queue, back to back: fill every slot at one step, then misses. All but one of the first
+    C - 1 positions are read ``hot_reads`` times (their EMA, and so their keys, rise above the
+    step); then the last free slot is filled with a fresh position, whose key is the step. Where
+    it goes in the order is the case the queue's pattern sets:
+      "second": one of the first C - 1 positions (at slot ``cold``) is read once; the fresh
+      position goes after it and before every hot one, so exactly one slot of the order fails its
+      "goes first" (the AND over the order, one term false, at a slot the pattern chooses);
+      "first": every other position is hot: the fresh one goes first;
+      "last": none is hot: it goes after all of them (normal mode: behind equal keys).
+    The misses right behind evict by that order (the victim the fill's change made). The patterns
+    are checked on the model here, so the stimulus cannot lose its case silently. Returns the
+    events (layer, head, position, write, sample, step) and the patterns used."""
+    C = cfg.budget
+    odd = [j for j in range(1, C - 1, 2)]
+    colds = [1, C - 2, rng.choice(odd), rng.randrange(C - 1)]
+    patterns = [("second", c) for c in colds] + [("first", None), ("last", None)]
+    model = T.TrackerModel(cfg, geom.n_queues, geom.n_positions, geom.n_buckets, geom.max_budget, select=select)
+    events = []
+    for q in range(geom.n_queues):
+        kind, cold = patterns[q % len(patterns)]
+        layer, head = divmod(q, geom.n_kv_heads)
+        qev = []
+
+        def ev(pos, sample=0xFFFF):
+            qev.append({"layer": layer, "head": head, "position": pos, "write": 0, "sample": sample, "step": step})
+        hot = [j for j in range(C - 1) if kind == "first" or (kind == "second" and j != cold)]
+        for j in range(C - 1):
+            ev(j, sample=0x0100 if j not in hot else 0xFFFF)
+        for _ in range(hot_reads - 1):
+            for j in hot:
+                ev(j)
+        fresh = C - 1
+        ev(fresh, sample=0x0100)
+        for k in range(3):                     # misses: the first evicts by the fill's order
+            ev(C + k, sample=0x0100)
+        decisions = [model.event(T.Event(q, e["position"], 0, e["sample"], e["step"])) for e in qev]
+        first_victim = decisions[-3].code
+        expect = {"second": cold, "first": fresh}.get(kind)
+        if expect is not None:
+            assert first_victim == expect, (kind, cold, [d.code for d in decisions[-3:]])
+        else:
+            assert first_victim not in (fresh, -1, -2), (kind, [d.code for d in decisions[-3:]])
+        if kind == "second":
+            assert decisions[-2].code == fresh, (kind, cold, [d.code for d in decisions[-3:]])
+        events += qev
+    return events, patterns
+
+
+@cocotb.test()
+async def test_free_slot_fill_then_evict(dut):
+    """The list stage's next victim in the free slot's case, back to back: per queue, the last
+    free slot is filled with a fresh position that goes second in the order (one slot before it,
+    at slots 1, C - 2 and ones drawn), first, or last, and misses follow at once, so the victim of
+    the first miss is the one the fill's change made (fill_then_evict). C = every slot, up to 16."""
+    g = Geometry(**{k: params()[k] for k in ("n_layers", "n_kv_heads", "n_positions", "n_buckets")},
+                 max_budget=params().get("max_budget"))
+    # g = 0 so that hot reads move a key by steps (in 8-step buckets they stay in the fresh key's)
+    prm = P.make_params("hw", hw_bucket_bits=0, hw_rank_tau=2, hw_rank_tau_long=8, hw_alpha=0, hw_tau=3,
+                        hw_write_sample=5000, hw_read_credit=300)
+    cfg = T.TrackerConfig.from_params(prm, min(16, g.max_budget))
+    rng = test_rng()
+    events, patterns = fill_then_evict(cfg, g, params().get("select", "ring"), rng=rng)
+    env = TrackerEnv(dut, cfg)
+    await env.start(latency=1)
+    env.dec_port.ready.value = 1
+    await drive_records(dut, env, [("event", e) for e in events])
+    await env.drain()
+    env.check()
+    assert env.sb.compared == len(events)
+    dut._log.info("fill then evict: %d events, patterns %s", len(events), patterns)
+
+
+@cocotb.test()
 async def test_all_pinned_no_victim(dut):
     """C = 2 with positions 0..2 pinned: a full queue of sinks answers no_victim and none."""
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=3), 2)
