@@ -1547,111 +1547,48 @@ class Tracker(wiring.Component):
             # other slot of the order; otherwise it is the first of the old order with X left
             # out. That is the row ANDs of the merged matrix, exactly, without waiting for the
             # merge (docs/tracker.md, "Matrix selection").
-            # X is made per case: the hit's slot (slot1h_ls), the free slot (free1h: never in the
+            # X is made per case, not from the mask, so that only the victim's case waits for
+            # first (a register): the hit's slot (slot1h_ls), the free slot (free1h: never in the
             # order, so its column is all ones in every row of it and the old first stands) or
-            # the victim (first_v, a copy of first for this loop alone); none for another queue,
-            # a prefetch of a resident position or nothing to evict. Each case's answer is a tree
-            # of LUT4 cells from registers, five levels in all:
-            #   "X goes first" (G), the case & ~pinned & AND_j (before[j] | ~lst[j] | X[j]): a
-            #   cell per slot (two slots per cell for the free slot, which has no X), the case's
-            #   registers in the spare inputs of the first cells, then AND4 cells: three levels;
-            #   "the old first without X" (N), lst_r17[i] & ~X[i] & AND_j!=i (M[i][j] | X[j]):
-            #   pairs of j per cell, then AND4 cells: three levels (two for the old first);
-            #   per bit, G ? X[i] : (the case & N[i]) (the fourth level), the case one signal
-            #   (a LUT of registers) for all 16 bits; and the OR of the three cases (the fifth).
-            # Plain logic made it seven (the case's AND behind row_x's kept bits, then the
-            # choices: before → row_x → first_is_free → first_rest → first, 9.49 ns in a board
-            # build). f96d4af (reverted) had the case in every bit's tree instead: some 50 more
-            # loads on each of same_pre, resident, free and x_npf, which then led the placement.
+            # the victim (first); none for another queue, a prefetch of a resident position or
+            # nothing to evict. The loop is first → the old order's first without it (the row
+            # ANDs with first's column ORed in, three LUT levels) → two cells → first.
             first_v = Signal(SQ, name="first_v", attrs={"keep": 1})  # a copy of first for this loop alone
 
-            def and_tree(leaves, name, late=()):
-                """AND of the one-bit ``leaves`` as AND4 cells, with ``late`` (at most three
-                signals) in the last cell: a signal one level from registers enters there."""
-                late = list(late)
-                level, depth = list(leaves), 0
-                while len(level) + len(late) > 4:
-                    level = [lut4(m, platform, lambda *f: all(f), level[k:k + 4], name=f"{name}_a{depth}_{k // 4}")
-                             for k in range(0, len(level), 4)]
-                    depth += 1
-                return lut4(m, platform, lambda *f: all(f), [*level, *late], name=f"{name}_all")
+            def first_without(slot1h, name):
+                """The old order's first with ``slot1h``'s slot (one-hot or zero) left out."""
+                sig = Signal(SQ, name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(Cat(*[
+                    lst_r17[i] & ~slot1h[i] & Cat(*[row17[i][j] | slot1h[j] for j in range(SQ) if j != i]).all()
+                    for i in range(SQ)]))
+                return sig
 
-            def goes_first_cells(x1h, case, name):
-                """``case`` (a list of (register, polarity)) & ~pinned & X (``x1h``, one-hot, or None
-                for the free slot) goes before every other slot of the order: per slot j,
-                before[j] | ~lst[j] | X[j], the literals in the spare inputs of the first cells."""
-                lits = [*case, (pinned, False)]
-                cells = []
-                if x1h is None:
-                    # two slots per cell, no spare inputs: the literals as one cell, entering last
-                    for j in range(0, SQ, 2):
-                        ins = [before[j], lst[j], *([before[j + 1], lst[j + 1]] if j + 1 < SQ else [])]
-                        cells.append(lut4(m, platform, lambda b0, l0, b1=True, l1=False: (b0 or not l0) and (b1 or not l1),
-                                          ins, name=f"{name}_c{j // 2}"))
-                    pols = tuple(q for _, q in lits)
-                    cond = lut4(m, platform, lambda *v, pols=pols: all(bool(a) == q for a, q in zip(v, pols)),
-                                [r_ for r_, _ in lits], name=f"{name}_case")
-                    return and_tree(cells, name, late=[cond])
-                for j in range(SQ):
-                    ins = [before[j], lst[j], x1h[j]]
-                    pol = ()
-                    if j < len(lits):
-                        ins.append(lits[j][0])
-                        pol = (lits[j][1],)
-                    cells.append(lut4(m, platform, lambda b, l, x, *c, pol=pol: (b or not l or x) and
-                                      all(bool(a) == q for a, q in zip(c, pol)), ins, name=f"{name}_c{j}"))
-                for k, (r_, q_) in enumerate(lits[SQ:]):   # (fewer slots than literals)
-                    cells.append(lut4(m, platform, lambda v, q_=q_: bool(v) == q_, [r_], name=f"{name}_l{k}"))
-                return and_tree(cells, name)
-
-            def first_without_cells(x1h, name):
-                """Per slot i: the old order's first with X (``x1h``, one-hot, or None for none)
-                left out, from the order as r17 holds it (row17, lst_r17)."""
-                bits = []
-                for i in range(SQ):
-                    others = [j for j in range(SQ) if j != i]
-                    cells = []
-                    if x1h is None:
-                        terms = [lst_r17[i]] + [row17[i][j] for j in others]
-                        for k in range(0, len(terms), 4):
-                            cells.append(lut4(m, platform, lambda *t: all(t), terms[k:k + 4], name=f"{name}{i}_c{k // 4}"))
-                    else:
-                        for k in range(0, len(others) - 1, 2):
-                            j0, j1 = others[k], others[k + 1]
-                            cells.append(lut4(m, platform, lambda m0, x0, m1, x1: (m0 or x0) and (m1 or x1),
-                                              [row17[i][j0], x1h[j0], row17[i][j1], x1h[j1]], name=f"{name}{i}_c{k // 2}"))
-                        if len(others) % 2:
-                            jl = others[-1]
-                            cells.append(lut4(m, platform, lambda m0, x0, l, xi: (m0 or x0) and l and not xi,
-                                              [row17[i][jl], x1h[jl], lst_r17[i], x1h[i]], name=f"{name}{i}_cl"))
-                        else:
-                            cells.append(lut4(m, platform, lambda l, xi: l and not xi, [lst_r17[i], x1h[i]],
-                                              name=f"{name}{i}_cl"))
-                    bits.append(and_tree(cells, f"{name}{i}"))
-                return bits
-
-            # the cases, each one signal (a LUT of registers) for the 16 bits' choice cells
-            def case_cell(fn, name):
-                return lut4(m, platform, fn, (same_pre, resident, free, x_npf), name=name)
-            take_hit_v = case_cell(lambda s, r, f, n: s and r and n, "take_hit_v")
-            take_vic_v = case_cell(lambda s, r, f, n: s and not r and not f, "take_vic_v")
-            # the free slot's case or none: the old first stands unless the free slot goes first
-            take_old_v = case_cell(lambda s, r, f, n: not (s and not r and not f) and not (s and r and n), "take_old_v")
-            g_hit = goes_first_cells(slot1h_ls, [(same_pre, True), (resident, True), (x_npf, True)], "first_is_hit")
-            g_vic = goes_first_cells(first_v, [(same_pre, True), (resident, False), (free, False)], "first_is_vic")
-            g_free = goes_first_cells(None, [(same_pre, True), (resident, False), (free, True)], "first_is_free")
-            n_hit = first_without_cells(slot1h_ls, "first_not_hit")
-            n_vic = first_without_cells(first_v, "first_not_vic")
-            n_old = first_without_cells(None, "first_old")
-
-            def case_bits(g, x1h, take, n, name):
-                return [lut4(m, platform, lambda gg, x, t, nn: x if gg else (t and nn), (g, x1h[i], take, n[i]),
-                             name=f"{name}{i}") for i in range(SQ)]
-            hit_bits = case_bits(g_hit, slot1h_ls, take_hit_v, n_hit, "first_hit_case")
-            vic_bits = case_bits(g_vic, first_v, take_vic_v, n_vic, "first_vic_case")
-            old_bits = case_bits(g_free, free1h, take_old_v, n_old, "first_old_case")
+            def goes_first(slot1h, name):
+                """``slot1h``'s slot, rewritten by this stage's event, goes before every other slot
+                of the order and stays in it."""
+                sig = Signal(name=name, attrs={"keep": 1})
+                m.d.comb += sig.eq(~pinned & Cat(*[row_x[j] | slot1h[j] for j in range(SQ)]).all())
+                return sig
+            none1h = Const(0, SQ)
+            first_old = first_without(none1h, "first_old")
+            take_hit_v = Signal(name="take_hit_v")
+            take_free_v = Signal(name="take_free_v")
+            take_vic_v = Signal(name="take_vic_v")
+            m.d.comb += [take_hit_v.eq(same_pre & resident & x_npf), take_free_v.eq(same_pre & ~resident & free),
+                         take_vic_v.eq(same_pre & ~resident & ~free)]
+            new_hit = Mux(goes_first(slot1h_ls, "first_is_hit"), slot1h_ls, first_without(slot1h_ls, "first_not_hit"))
+            new_free = Mux(goes_first(none1h, "first_is_free"), free1h, first_old)
+            # the cases from registers alone (kept: the victim's case and the copies' ORs are cells)
+            first_rest = Signal(SQ, name="first_rest", attrs={"keep": 1})
+            m.d.comb += first_rest.eq(Mux(take_hit_v, new_hit, 0) | Mux(take_free_v, new_free, 0) |
+                                      Mux(take_hit_v | take_free_v | take_vic_v, 0, first_old))
+            vic_first = goes_first(first_v, "first_is_vic")
+            vic_not = first_without(first_v, "first_not_vic")
+            vic_case = [lut4(m, platform, lambda c, x, f, t: t and (f if x else c),
+                             (vic_not[i], vic_first, first_v[i], take_vic_v), name=f"first_vic_lut{i}")
+                        for i in range(SQ)]
             for part, copy in ((0, first), (1, first_r), (2, first_o), (0, first_v)):
-                nxt = Cat(*[lut4(m, platform, lambda a, b, c: a or b or c, (vic_bits[i], hit_bits[i], old_bits[i]),
+                nxt = Cat(*[lut4(m, platform, lambda a, b: a or b, (vic_case[i], first_rest[i]),
                                  name=f"{copy.name}_next{i}") for i in range(SQ)])
                 with m.If(adv_at(LS, part)):
                     m.d.sync += copy.eq(nxt)
