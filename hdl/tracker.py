@@ -402,14 +402,16 @@ class Tracker(wiring.Component):
         m.submodules.rsp_mem = rsp_mem = Memory(shape=META_BITS, depth=D, init=[])
         rsp_w, rsp_r = rsp_mem.write_port(), rsp_mem.read_port(domain="comb")
         rsp_wp, rsp_rp = Signal(TB + 1, name="rsp_wp"), Signal(TB + 1, name="rsp_rp")
-        # record FIFO between accept and B0, read at one place: the entry after the head (B0's
-        # head is a register, refilled from it as it loads; a head refilled while empty takes
-        # the record accept wrote the cycle before from a register, new_last, below)
+        # record FIFO between accept and B0, read at one place: two entries after the head (B0's
+        # head and the entry after it are registers, the latter refilled from this read as the
+        # head loads; either, refilled while empty, takes the record accept wrote the cycle
+        # before from a register, new_last, below)
         m.submodules.rec_mem = rec_mem = Memory(shape=rlay, depth=D, init=[])
         rec_w = rec_mem.write_port()
-        rec_r1 = rec_mem.read_port(domain="comb")          # the entry after the head
+        rec_r2 = rec_mem.read_port(domain="comb")          # the entry two after the head
         rec_wp, rec_rp = Signal(TB + 1, name="rec_wp"), Signal(TB + 1, name="rec_rp")
         rec_rp1 = Signal(TB + 1, init=1)                    # rec_rp + 1
+        rec_rp2 = Signal(TB + 1, init=2)                    # rec_rp + 2
         n_inflight = Signal(TB + 1)                # accepted, not yet retired
 
         # ---------------------------------------------------------------- clear after reset
@@ -842,16 +844,21 @@ class Tracker(wiring.Component):
             front = ADV_COPIES - ADV_LIST_COPIES
             return adv_c[front + part if stage >= LS else stage * front // LS] & ~splice
 
-        # B0 load: the record FIFO's head, and its metadata word if it needs one. The head is a
-        # register (head_q), so B0's decision (needs a word, waits behind its source) starts at
-        # flip-flops, not behind the FIFO RAM's read: it is refilled from the entry after it
-        # (read at rec_rp1, a register) as it loads, or while it is empty from the record accept
-        # wrote the cycle before (new_last, below). A record reaches the head the cycle after it
-        # is written (one cycle of latency).
-        m.d.comb += [rec_r1.addr.eq(rec_rp1[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
+        # B0 load: the record FIFO's head, and its metadata word if it needs one. The head and
+        # the entry after it are registers (head_q, nxt1_q), so B0's decision (needs a word, waits
+        # behind its source) and the wait of the record that loads next start at flip-flops: the
+        # FIFO's RAM is read at one place, two entries after the head (rec_rp2, a register), into
+        # nxt1_q alone. An entry written the cycle before (new_last, below) is taken from its
+        # register: accept writes at most one entry a cycle, so an empty head, or an empty
+        # register after it, takes it the next cycle. Invariants, with wp' the write pointer of
+        # the cycle before: head_v = rec_rp < wp', nxt1_v = rec_rp + 1 < wp'. A record reaches
+        # the head the cycle after it is written (one cycle of latency).
+        m.d.comb += [rec_r2.addr.eq(rec_rp2[:TB]), rsp_r.addr.eq(rsp_rp[:TB])]
         head_q = Signal(rlay)
         head_v = Signal()
         head_rec = data.View(rlay, head_q)
+        nxt1_q = Signal(rlay)
+        nxt1_v = Signal()
         rec_avail = head_v
         needs_rsp = (head_rec.kind == K_EVENT) & ~head_rec.fwd
         rsp_avail = rsp_wp != rsp_rp
@@ -866,10 +873,13 @@ class Tracker(wiring.Component):
         #
         # The wait is known a cycle ahead, registered (behind): the compare of the head's source
         # tag with the first stages' tags, in front of load, was the board's critical path
-        # (11.80 ns at b8b49b4). Next cycle's head is the entry after it when it loads, itself when
-        # it does not, or the entry at rec_rp (refill) when it is empty; the stages hold, or move by one
-        # with the head (load) or a bubble entering r0. Each case compares with the tags the stages
-        # will hold, so behind is exactly the compare made on next cycle's registers.
+        # (11.80 ns at b8b49b4). Next cycle's head is the entry after it when it loads (nxt1_q,
+        # or the record accept wrote the cycle before when nxt1_q is empty), itself when it does
+        # not, or that record (refill) when it is empty; the stages hold, or move by one with the
+        # head (load) or a bubble entering r0. Each case compares with the tags the stages will
+        # hold, so behind is exactly the compare made on next cycle's registers. Every case starts
+        # at registers: the FIFO's read (rec_rp1 → the distributed RAM → the tag compares →
+        # behind) was 9.46 ns in the board build of 61bd4cd.
         def waits_on(rec, stages):
             """``rec`` waits behind one of ``stages`` ((valid, tag) of the first stages)"""
             return rec.fwd & ~rec.lk & ~rec.fwd_pf & _or_all([vj & (tj == rec.fwd_tag) for vj, tj in stages])
@@ -877,18 +887,13 @@ class Tracker(wiring.Component):
         # the first stages next cycle without a new r0: r[0..W-2] as they are, and r[W-1] unless
         # the stages move (then it leaves the window and a bubble or the head enters r0)
         stages_next = [(v[j], r[j].tag) for j in range(W - 1)] + [(v[W - 1] & ~adv, r[W - 1].tag)]
-        # The entry at rec_rp, which an empty head takes, is the record accept wrote the cycle
-        # before (new_last): the head empties only as it loads the FIFO's last entry (or stays
-        # empty with none), and accept writes at most one entry a cycle, which the empty head
-        # takes the next cycle. So the refill and its wait start at a register, not at the
-        # FIFO's read (rec_rp → the distributed RAM → the tag compares → behind was 9.33 ns, the
-        # worst path of the board build of b6c0a0b, beside wait_r).
         refill = data.View(rlay, new_last)
+        after_head = data.View(rlay, Mux(nxt1_v, nxt1_q, new_last))    # the head after a load
         behind = Signal()
         load = Signal()
         m.d.comb += load.eq(adv & rec_avail & (~needs_rsp | rsp_avail) & ~behind)
         with m.If(load):
-            m.d.sync += behind.eq(waits_on(data.View(rlay, rec_r1.data), [(Const(1, 1), head_rec.tag)] + stages_next[:-1]))
+            m.d.sync += behind.eq(waits_on(after_head, [(Const(1, 1), head_rec.tag)] + stages_next[:-1]))
         with m.Elif(head_v):
             m.d.sync += behind.eq(waits_on(head_rec, stages_next))
         with m.Else():
@@ -896,12 +901,20 @@ class Tracker(wiring.Component):
         bump("mem_wait_cycles", adv & rec_avail & needs_rsp & ~rsp_avail)
         bump("fwd_wait_cycles", adv & rec_avail & behind)
         with m.If(load):
-            m.d.sync += [rec_rp.eq(rec_rp1), rec_rp1.eq(rec_rp1 + 1),
-                         head_q.eq(rec_r1.data), head_v.eq(rec_rp1 != rec_wp)]
+            m.d.sync += [rec_rp.eq(rec_rp1), rec_rp1.eq(rec_rp2), rec_rp2.eq(rec_rp2 + 1),
+                         head_q.eq(after_head), head_v.eq(nxt1_v | (rec_rp1 != rec_wp))]
+            with m.If(nxt1_v):
+                # the entry two after the head, from the RAM (written at least a cycle before)
+                m.d.sync += [nxt1_q.eq(rec_r2.data), nxt1_v.eq(rec_rp2 != rec_wp)]
+            with m.Else():
+                # the FIFO held the head alone a cycle before: nothing is two after it now
+                m.d.sync += nxt1_v.eq(0)
             with m.If(needs_rsp):
                 m.d.sync += rsp_rp.eq(rsp_rp + 1)
         with m.Elif(~head_v):
-            m.d.sync += [head_q.eq(refill), head_v.eq(rec_rp != rec_wp)]
+            m.d.sync += [head_q.eq(refill), head_v.eq(rec_rp != rec_wp), nxt1_v.eq(0)]
+        with m.Elif(~nxt1_v):
+            m.d.sync += [nxt1_q.eq(new_last), nxt1_v.eq(rec_rp1 != rec_wp)]
 
         # Stage registers r[0..18] move together (adv); r[18] is the list stage; r_out is the
         # output stage (adv6). One multiply, add, shift or ROM read per stage (as in the scoring
