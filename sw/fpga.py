@@ -89,6 +89,11 @@ _ROUTER1_LINE = re.compile(r"^Info:\s+(\d+)\s+\|\s+\d+\s+\d+\s+\|\s+\d+\s+\d+\s+
                            r"\s+[\d.]+\s+([\d.]+)\|", re.M)
 
 
+def _seed_name(seed) -> str:
+    """How every message names a nextpnr seed (``None``: nextpnr's own)."""
+    return f"seed {seed}" if seed is not None else "nextpnr's default seed"
+
+
 class RouterStalled(CxlkvError):
     """nextpnr's router made no progress for ``ROUTER_STALL_ITERS`` iterations and
     ``ROUTER_STALL_S`` seconds, and was stopped."""
@@ -97,8 +102,7 @@ class RouterStalled(CxlkvError):
                  seed=None):
         self.log, self.iteration, self.remaining, self.low, self.low_at, self.seconds, self.seed = \
             log, iteration, remaining, low, low_at, seconds, seed
-        at = f"nextpnr's seed {seed}" if seed is not None else "nextpnr's default seed"
-        super().__init__(f"nextpnr's router stalled at {at}: {remaining:,} arcs left to route at iteration "
+        super().__init__(f"nextpnr's router stalled at {_seed_name(seed)}: {remaining:,} arcs left to route at iteration "
                          f"{iteration:,}, none fewer than {low:,} (iteration {low_at:,}) in the "
                          f"{iteration - low_at:,} iterations and {seconds:.0f} s since; stopped (see {log}). "
                          f"Another seed usually routes: --seed or --retry-seeds, or "
@@ -116,10 +120,6 @@ class TimingNotMet(CxlkvError):
         self.verdict = f"{_seed_name(seed)} routed at {fmax:.2f} MHz, below its {constraint:g} MHz clock"
         super().__init__(f"FPGA build failed (timing not met: lower --core-mhz, or --allow-timing-fail to get "
                          f"the bitstream anyway): {self.verdict}; {detail}")
-
-
-def _seed_name(seed) -> str:
-    return f"seed {seed}" if seed is not None else "nextpnr's default seed"
 
 
 class RouterWatch:
@@ -402,16 +402,16 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
             break
         except RouterStalled as stall:
             stalled.append(seed)
-            tried.append(f"{'default' if seed is None else seed} (router stalled)")
+            tried.append(f"{_seed_name(seed)} (router stalled)")
             failure, said = stall, f"{stall}\nfpga: "       # a long message: the retry on a line of its own
         except TimingNotMet as miss:
             missed.append([seed, miss.fmax])
-            tried.append(f"{'default' if seed is None else seed} ({miss.fmax:.2f} MHz)")
+            tried.append(f"{_seed_name(seed)} ({miss.fmax:.2f} MHz)")
             failure, said = miss, f"{miss.verdict}; "
         if i == len(seeds) - 1:
             if isinstance(failure, TimingNotMet) and len(seeds) > 1:
                 raise TimingNotMet(failure.seed, failure.fmax, failure.constraint,
-                                   f"{failure.detail}; seeds tried: {', '.join(tried)}")
+                                   f"{failure.detail}; tried: {', '.join(tried)}")
             raise failure
         print(f"fpga: {said}building again with seed {seeds[i + 1]}", file=sys.stderr, flush=True)
     config = {"board": board_name, "top": "BoardTop (UART bridge with event batches + Controller)", "core_mhz_target": top.core_mhz,

@@ -18,6 +18,11 @@ from cxlkv.hdl.boards import boards, get_board
 from cxlkv.hdl.boards.ecp5 import BoardTop, pll_config, uart_divisor
 from cxlkv.sw import fpga
 
+#: the ULX3S's pinned seed at its default clock (hdl/boards/ulx3s.py, NEXTPNR_SEED) and two retry
+#: seeds other than it: read, not written here, so re-pinning the board does not break the retry tests
+PINNED = get_board("ulx3s-85f").nextpnr_seed
+RETRY_A, RETRY_B = [s for s in (4, 5, 6) if s != PINNED][:2]
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tb" / "fpga" / "sample_nextpnr.log"
 
@@ -187,7 +192,7 @@ def test_run_watched_stops_a_stalled_router(tmp_path):
         fpga.run_watched(cmd, tmp_path, tmp_path / "top.tim", seed=4, stall_iters=10_000, stall_s=0.0, poll_s=0.05)
     stall = err.value
     assert (stall.seed, stall.low, stall.low_at) == (4, 30000, 3000) and stall.iteration - stall.low_at >= 10_000
-    assert "nextpnr's router stalled at nextpnr's seed 4: " in str(stall) and str(tmp_path / "top.tim") in str(stall)
+    assert "nextpnr's router stalled at seed 4: " in str(stall) and str(tmp_path / "top.tim") in str(stall)
     assert "--seed" in str(stall) and "seeds <build dir>" in str(stall)
     # the script's sleep was stopped with it: nothing of the group is left
     import subprocess as sp
@@ -230,7 +235,7 @@ def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path,
     assert fpga.main(["bitstream", "--core-mhz", "125", "--out", str(tmp_path)]) == 2
     assert "router stalled at nextpnr's default seed" in capsys.readouterr().err
     assert fpga.main(["bitstream", "--core-mhz", "125", "--out", str(tmp_path), "--retry-seeds", "2", "6"]) == 0
-    for bad in (["0"], ["4", "4"], ["1"]):          # 1: the ULX3S's own seed at its default clock
+    for bad in (["0"], ["4", "4"], [str(PINNED)]):  # the last: the ULX3S's own seed at its default clock
         assert fpga.main(["bitstream", "--retry-seeds", *bad]) == 2
         assert "--retry-seeds must be distinct positive" in capsys.readouterr().err
     # the bench's board tops retry too (tb/fpga/bench.py)
@@ -364,8 +369,8 @@ Path(a[a.index("--bit") + 1]).write_text(Path(a[a.index("--input") + 1]).read_te
 def test_a_retry_places_and_routes_the_same_netlist_again(monkeypatch, tmp_path, capsys):
     """After a stall, the next seed runs nextpnr (watched) and ecppack alone, with the build
     script's arguments and the seed, on the build's own netlist and into its files: Yosys once."""
-    out, calls = _stub_toolchain(tmp_path, monkeypatch, {1: "stall", 4: 104.0})
-    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))       # 100 MHz: the board's seed, 1
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {PINNED: "stall", RETRY_A: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(RETRY_A, RETRY_B))       # 100 MHz: the board's pinned seed
     runs = calls()
     assert [c["tool"] for c in runs] == ["yosys", "nextpnr", "nextpnr", "ecppack"]
     first, retry, pack = runs[1:]
@@ -373,31 +378,31 @@ def test_a_retry_places_and_routes_the_same_netlist_again(monkeypatch, tmp_path,
         i = args.index("--seed")
         return args[i + 1], args[:i] + args[i + 2:]
 
-    assert seed_and_rest(first["args"]) == ("1", seed_and_rest(retry["args"])[1])
-    assert retry["args"].count("--seed") == 1 and seed_and_rest(retry["args"])[0] == "4"
+    assert seed_and_rest(first["args"]) == (str(PINNED), seed_and_rest(retry["args"])[1])
+    assert retry["args"].count("--seed") == 1 and seed_and_rest(retry["args"])[0] == str(RETRY_A)
     assert retry["cwd"] == str(out) and retry["netlist"] == '{"netlist": 1}\n'
     assert pack["args"] == ["--compress", "--input", "top.config", "--bit", "top.bit", "--svf", "top.svf"]
     assert tim == out / "top.tim" and "Max frequency for clock 'clk': 104.00 MHz (PASS" in tim.read_text()
-    assert (out / "top.bit").read_text() == "placed with seed 4\n" and (out / "top.sdf").is_file()
+    assert (out / "top.bit").read_text() == f"placed with seed {RETRY_A}\n" and (out / "top.sdf").is_file()
     assert (out / "nextpnr.out").is_file()
-    assert config["nextpnr_seed"] == 4 and config["router_stalled_seeds"] == [1]
+    assert config["nextpnr_seed"] == RETRY_A and config["router_stalled_seeds"] == [PINNED]
     assert "timing_failed_seeds" not in config
     err = capsys.readouterr().err
-    assert "nextpnr's router stalled at nextpnr's seed 1" in err and "\nfpga: building again with seed 4" in err
-    assert "placed and routed ulx3s-85f again with seed 4" in err
+    assert f"nextpnr's router stalled at seed {PINNED}: " in err and f"\nfpga: building again with seed {RETRY_A}" in err
+    assert f"placed and routed ulx3s-85f again with seed {RETRY_A}" in err
 
 
 def test_a_seed_that_misses_the_clock_is_retried(monkeypatch, tmp_path, capsys):
     """Without --allow-timing-fail a seed that routes below the clock is a failure like a stall:
     the next seed is placed and routed, and config.json names the one that missed and its fmax."""
-    out, calls = _stub_toolchain(tmp_path, monkeypatch, {1: 98.49, 4: 104.0})
-    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {PINNED: 98.49, RETRY_A: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, retry_seeds=(RETRY_A, RETRY_B))
     assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "nextpnr", "ecppack"]
-    assert config["nextpnr_seed"] == 4 and config["timing_failed_seeds"] == [[1, 98.49]]
+    assert config["nextpnr_seed"] == RETRY_A and config["timing_failed_seeds"] == [[PINNED, 98.49]]
     assert "router_stalled_seeds" not in config
     import json
-    assert json.loads((out / "config.json").read_text())["timing_failed_seeds"] == [[1, 98.49]]
-    assert ("fpga: seed 1 routed at 98.49 MHz, below its 100 MHz clock; building again with seed 4"
+    assert json.loads((out / "config.json").read_text())["timing_failed_seeds"] == [[PINNED, 98.49]]
+    assert (f"fpga: seed {PINNED} routed at 98.49 MHz, below its 100 MHz clock; building again with seed {RETRY_A}"
             in capsys.readouterr().err)
 
 
@@ -405,56 +410,56 @@ def test_every_seed_failing_names_them_and_leaves_no_stale_bitstream(monkeypatch
     """When every seed misses the clock (or stalls), the error is the last miss, naming each seed
     tried and its fmax; the CLI prints it (exit 2). No earlier build's or seed's bitstream or
     report is left in the build directory looking like this one's."""
-    out, calls = _stub_toolchain(tmp_path, monkeypatch, {1: 98.49, 4: "stall", 5: 97.8})
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {PINNED: 98.49, RETRY_A: "stall", RETRY_B: 97.8})
     out.mkdir()
     for stale in ("top.bit", "top.config", "top.tim"):
         (out / stale).write_text("an earlier build's\n")
     with pytest.raises(fpga.TimingNotMet) as err:
-        fpga.build_board("ulx3s-85f", out=out, retry_seeds=(4, 5))
+        fpga.build_board("ulx3s-85f", out=out, retry_seeds=(RETRY_A, RETRY_B))
     msg = str(err.value)
     assert msg.startswith("FPGA build failed (timing not met: lower --core-mhz")
-    assert "seed 5 routed at 97.80 MHz, below its 100 MHz clock; nextpnr exited with status 1" in msg
-    assert msg.endswith("seeds tried: 1 (98.49 MHz), 4 (router stalled), 5 (97.80 MHz)")
+    assert f"seed {RETRY_B} routed at 97.80 MHz, below its 100 MHz clock; nextpnr exited with status 1" in msg
+    assert msg.endswith(f"tried: seed {PINNED} (98.49 MHz), seed {RETRY_A} (router stalled), seed {RETRY_B} (97.80 MHz)")
     assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "nextpnr", "nextpnr"]
     assert not (out / "top.bit").exists() and not (out / "top.config").exists()
     assert "97.80 MHz (FAIL" in (out / "top.tim").read_text()
     assert not (out / "config.json").exists()
-    assert fpga.main(["bitstream", "--out", str(out), "--retry-seeds", "4", "5"]) == 2
+    assert fpga.main(["bitstream", "--out", str(out), "--retry-seeds", str(RETRY_A), str(RETRY_B)]) == 2
     err = capsys.readouterr().err
     assert "cxlkv: error: FPGA build failed (timing not met" in err and "Traceback" not in err
     # ... and without retries: the build script's own nextpnr fails, and no earlier top.bit is left
     (out / "top.bit").write_text("an earlier build's\n")
     assert fpga.main(["bitstream", "--out", str(out)]) == 2
-    assert "seed 1 routed at 98.49 MHz" in capsys.readouterr().err and not (out / "top.bit").exists()
+    assert f"seed {PINNED} routed at 98.49 MHz" in capsys.readouterr().err and not (out / "top.bit").exists()
     # a retry that fails after a seed that built (its top.bit there) leaves no bitstream either
     (tmp_path / "again").mkdir()
-    out, calls = _stub_toolchain(tmp_path / "again", monkeypatch, {1: 104.0, 4: 98.49})
+    out, calls = _stub_toolchain(tmp_path / "again", monkeypatch, {PINNED: 104.0, RETRY_A: 98.49})
     fpga.build_board("ulx3s-85f", out=out)
-    assert (out / "top.bit").read_text() == "placed with seed 1\n"
-    with pytest.raises(fpga.TimingNotMet, match="seed 4 routed at 98.49 MHz"):
-        fpga._route_again("ulx3s-85f", out, 4)
+    assert (out / "top.bit").read_text() == f"placed with seed {PINNED}\n"
+    with pytest.raises(fpga.TimingNotMet, match=f"seed {RETRY_A} routed at 98.49 MHz"):
+        fpga._route_again("ulx3s-85f", out, RETRY_A)
     assert not (out / "top.bit").exists() and not (out / "top.config").exists() and not (out / "top.sdf").exists()
 
 
 def test_with_allow_timing_fail_a_missed_clock_is_not_retried(monkeypatch, tmp_path):
     """The bench builds with --allow-timing-fail for the first routed seed's fmax: a miss is its
     figure, not a failure."""
-    out, calls = _stub_toolchain(tmp_path, monkeypatch, {1: 98.49, 4: 104.0})
-    tim, config = fpga.build_board("ulx3s-85f", out=out, allow_timing_fail=True, retry_seeds=(4, 5))
+    out, calls = _stub_toolchain(tmp_path, monkeypatch, {PINNED: 98.49, RETRY_A: 104.0})
+    tim, config = fpga.build_board("ulx3s-85f", out=out, allow_timing_fail=True, retry_seeds=(RETRY_A, RETRY_B))
     assert [c["tool"] for c in calls()] == ["yosys", "nextpnr", "ecppack"]
-    assert config["nextpnr_seed"] == 1 and "timing_failed_seeds" not in config
+    assert config["nextpnr_seed"] == PINNED and "timing_failed_seeds" not in config
     assert fpga.parse_report(tim.read_text()).fmax() == 98.49
-    assert (out / "top.bit").read_text() == "placed with seed 1\n"
+    assert (out / "top.bit").read_text() == f"placed with seed {PINNED}\n"
 
 
 @pytest.mark.parametrize("core_mhz, seed, want", [
-    (None, None, 1),            # the default build: the board's seed (hdl/boards/ulx3s.py, NEXTPNR_SEED)
-    (100.0, None, 1),           # ... the same clock given (the same netlist)
+    (None, None, PINNED),       # the default build: the board's seed (hdl/boards/ulx3s.py, NEXTPNR_SEED)
+    (100.0, None, PINNED),      # ... the same clock given (the same netlist)
     (None, 7, 7),               # --seed wins
     (125.0, None, None),        # another clock (the bench's build): nextpnr's own seed, as measured
 ])
 def test_the_default_build_takes_the_boards_seed(monkeypatch, tmp_path, core_mhz, seed, want):
-    """The ULX3S's default build passes the board's seed to nextpnr (--seed 1: the pinned seed that meets
+    """The ULX3S's default build passes the board's seed to nextpnr (the pinned seed that meets
     100 MHz on today's netlist); the bench's builds at 125 MHz keep nextpnr's default seed; the seed is in config.json."""
     seen = []
 
@@ -469,7 +474,7 @@ def test_the_default_build_takes_the_boards_seed(monkeypatch, tmp_path, core_mhz
 
     import cxlkv.hdl.boards
     board = get_board("ulx3s-85f")
-    assert board.nextpnr_seed == 1
+    assert isinstance(board.nextpnr_seed, int) and board.nextpnr_seed > 0
     real_get_board = cxlkv.hdl.boards.get_board
     monkeypatch.setattr(cxlkv.hdl.boards, "get_board",
                         lambda name: Board() if name == "fake" else real_get_board(name))
