@@ -36,11 +36,18 @@ STALL_CYCLES = 20_000
 RESET_CYCLES = 200_000
 
 
+def bench_geometry() -> Geometry:
+    """The DUT's geometry, from the bench's parameters: tests that size their stimulus before the
+    env exists read it here, as TrackerEnv does."""
+    p = params()
+    return Geometry(p["n_layers"], p["n_kv_heads"], p["n_positions"], p["n_buckets"], p.get("max_budget"))
+
+
 class TrackerEnv:
     def __init__(self, dut, cfg: T.TrackerConfig, *, corrupt_at=None, decode_lock=0):
         self.dut = dut
         p = params()
-        self.geom = Geometry(p["n_layers"], p["n_kv_heads"], p["n_positions"], p["n_buckets"], p.get("max_budget"))
+        self.geom = bench_geometry()
         self.cfg = cfg
         self.model = T.TrackerModel(cfg, self.geom.n_queues, self.geom.n_positions, self.geom.n_buckets,
                                     self.geom.max_budget, select=p.get("select", "ring"))
@@ -539,8 +546,7 @@ async def test_random_all_slots(dut):
     """C = every slot of the DUT's queues, up to 16 (the board's): the budgets above (2 to 6)
     leave the upper slots of a 16-slot order empty, so their selection logic (the matrix's rows
     and columns 6 to 15) would go unchecked; here queues fill to C with mixed keys and evict."""
-    g = Geometry(**{k: params()[k] for k in ("n_layers", "n_kv_heads", "n_positions", "n_buckets")},
-                 max_budget=params().get("max_budget"))
+    g = bench_geometry()
     budget = min(16, g.max_budget)
     n = env_int("CXLKV_EVENTS", 3000) // 2
     cfg = T.TrackerConfig.from_params(P.make_params("hw", hw_pinned=1), budget)
@@ -604,8 +610,7 @@ async def test_free_slot_fill_then_evict(dut):
     free slot is filled with a fresh position that goes second in the order (one slot before it,
     at slots 1, C - 2 and ones drawn), first, or last, and misses follow at once, so the victim of
     the first miss is the one the fill's change made (fill_then_evict). C = every slot, up to 16."""
-    g = Geometry(**{k: params()[k] for k in ("n_layers", "n_kv_heads", "n_positions", "n_buckets")},
-                 max_budget=params().get("max_budget"))
+    g = bench_geometry()
     # g = 0 so that hot reads move a key by steps (in 8-step buckets they stay in the fresh key's)
     prm = P.make_params("hw", hw_bucket_bits=0, hw_rank_tau=2, hw_rank_tau_long=8, hw_alpha=0, hw_tau=3,
                         hw_write_sample=5000, hw_read_credit=300)
