@@ -1479,15 +1479,12 @@ class Tracker(wiring.Component):
                     masks.append(mask)
                 return masks if copies > 1 else masks[0]
 
-            # row X's and column X's new bits, from registers: each merged bit is then one LUT5
-            # of two mask bits, these two and the old bit (with them spelled out, synthesis made
-            # two LUT levels behind the late mask bits). row_x = before | ~lst is a register of
-            # its own (loaded below with before, from the same compares): as logic of before and
-            # snap_ls it was the first LUT level of the list stage's worst path (before → row_x →
-            # "the free slot goes first" → first_rest → first, 9.49 ns in the bench at a042c29).
-            row_x = Signal(SQ, name="row_x", init=(1 << SQ) - 1)
+            # row X's and column X's new bits, from registers, kept: each merged bit is then one
+            # LUT5 of two mask bits, these two and the old bit (with them spelled out, synthesis
+            # made two LUT levels behind the late mask bits)
+            row_x = Signal(SQ, attrs={"keep": 1})
             col_x = Signal(SQ, attrs={"keep": 1})
-            m.d.comb += col_x.eq(Mux(pinned, (1 << SQ) - 1, ~before))
+            m.d.comb += [row_x.eq(before | ~lst), col_x.eq(Mux(pinned, (1 << SQ) - 1, ~before))]
 
             def matrix_with_change(upd_mask, rows):
                 """The matrix ``rows`` (one word per row) with row and column X rewritten for each
@@ -1538,16 +1535,9 @@ class Tracker(wiring.Component):
 
             def goes_before(other):
                 return key_m < Cat(Const(1, 1), other)
-            # row_x as snap_ls and before will hold it: for the slot this stage rewrites in r17's
-            # queue, the new key's compare, and the slot leaves the order when pinned; for every
-            # other slot the compare with r17's key and the list word as read
-            rd_lst_pre = data.View(self._mlist_layout(), ls_rd.data).lst
             with m.If(adv_at(LS, 1)):
-                m.d.sync += [before.eq(Cat(*[Mux(upd_pre[j], goes_before(key), goes_before(mk_pre[j]))
-                                             for j in range(SQ)])),
-                             row_x.eq(Cat(*[Mux(upd_pre[j], goes_before(key) | pinned,
-                                                goes_before(mk_pre[j]) | ~rd_lst_pre[j])
-                                            for j in range(SQ)]))]
+                m.d.sync += before.eq(Cat(*[Mux(upd_pre[j], goes_before(key), goes_before(mk_pre[j]))
+                                            for j in range(SQ)]))
             # the matrix and key RAMs' address and data unconditionally (they are ignored while
             # not enabled): inside the enable's If, Amaranth's default 0 put "placed" (behind the
             # row ANDs) in front of them, the board's critical path at 4d41673 (10.50 ns). The
@@ -1605,26 +1595,8 @@ class Tracker(wiring.Component):
             first_rest = Signal(SQ, name="first_rest", attrs={"keep": 1})
             m.d.comb += first_rest.eq(Mux(take_hit_v, new_hit, 0) | Mux(take_free_v, new_free, 0) |
                                       Mux(take_hit_v | take_free_v | take_vic_v, 0, first_old))
-            # The victim's case without first in front of an AND: the slots that stay ahead of the
-            # new key (Z = lst & ~before = ~row_x) are a prefix of the old order, as the order is
-            # sorted by key and the compare is monotone along it. So the victim X (the old first)
-            # goes first iff Z holds at most one slot (X itself), and otherwise the new first is
-            # the old order's second: the slot of lst whose row has exactly one zero (the first's
-            # column). Both from registers, so first enters the loop at the case cell alone.
-            def at_most_one(bits):
-                """(any, at most one) of ``bits``, as a tree."""
-                if len(bits) == 1:
-                    return bits[0], Const(1, 1)
-                h = len(bits) // 2
-                (a0, m0), (a1, m1) = at_most_one(bits[:h]), at_most_one(bits[h:])
-                return a0 | a1, m0 & m1 & ~(a0 & a1)
-            vic_first = Signal(name="first_is_vic", attrs={"keep": 1})
-            m.d.comb += vic_first.eq(~pinned & at_most_one([~row_x[j] for j in range(SQ)])[1])
-            vic_not = Signal(SQ, name="second_old", attrs={"keep": 1})
-            for i in range(SQ):
-                zeros = [~row17[i][j] for j in range(SQ) if j != i]
-                one, amo = at_most_one(zeros)
-                m.d.comb += vic_not[i].eq(lst_r17[i] & one & amo)
+            vic_first = goes_first(first_v, "first_is_vic")
+            vic_not = first_without(first_v, "first_not_vic")
             vic_case = [lut4(m, platform, lambda c, x, f, t: t and (f if x else c),
                              (vic_not[i], vic_first, first_v[i], take_vic_v), name=f"first_vic_lut{i}")
                         for i in range(SQ)]
