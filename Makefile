@@ -16,7 +16,8 @@ JOBS ?= 2
 BOARD ?= ulx3s-85f
 # nextpnr seeds `make bitstream` places and routes the same netlist again with, in turn, when
 # the router stalls or the clock is missed with the board's own (docs/fpga.md, "Gotchas");
-# RETRY_SEEDS= stops at the first stall or miss instead
+# RETRY_SEEDS= stops at the first stall or miss instead. None may be the board's pinned seed
+# (hdl/boards/ulx3s.py NEXTPNR_SEED; a test checks): a re-pin moves these too
 RETRY_SEEDS ?= 4 5
 
 .PHONY: all venv verilog lint sim test bench formal regmap bitstream synth-check clean help

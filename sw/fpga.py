@@ -468,7 +468,8 @@ def seed_sweep(build: Path, seeds: list, jobs: int = 2, name: str = "top") -> li
 
     Placement is deterministic for a netlist and a seed, and on the board top the seeds spread
     fmax by 4 to 10 MHz (docs/fpga.md): a change of that size is judged over several seeds. The
-    build itself is nextpnr's default seed (no ``--seed``)."""
+    build itself is the seed it was placed with (``nextpnr_seed`` in its ``config.json``: the
+    board's pinned seed for a default ``bitstream``, ``None``, nextpnr's own, for the bench's)."""
     return list(iter_seed_sweep(build, seeds, jobs, name))
 
 
@@ -570,7 +571,7 @@ def main(argv=None):
     p.add_argument("--paths", type=int, default=1, help="worst paths spelled out (default 1)")
     sd = sub.add_parser("seeds", help="place and route a build's netlist again with other nextpnr seeds")
     sd.add_argument("build", type=Path, help="a `bitstream` build directory (its top.json and build_top.sh)")
-    sd.add_argument("--seeds", type=int, nargs="+", default=[2, 3], help="nextpnr seeds, 1 or more (default 2 3; the build itself is the default seed)")
+    sd.add_argument("--seeds", type=int, nargs="+", default=[2, 3], help="nextpnr seeds, 1 or more (default 2 3; the build itself is the seed its config.json names)")
     sd.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2; one core each)")
     c = sub.add_parser("constraints", help="write constraints/<board>.lpf for every board")
     c.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "constraints")

@@ -243,6 +243,19 @@ def test_board_build_retries_seeds_when_the_router_stalls(monkeypatch, tmp_path,
     assert bench.RETRY_SEEDS and bench.BOARD == "ulx3s-85f"
 
 
+def test_the_makefiles_retry_seeds_differ_from_each_boards_pinned_seed():
+    # `make bitstream` passes RETRY_SEEDS to a build at the board's default clock, and the CLI
+    # refuses a retry seed equal to the pinned one: a re-pin must move RETRY_SEEDS with it
+    lines = [l for l in (ROOT / "Makefile").read_text().splitlines() if l.startswith("RETRY_SEEDS ?=")]
+    assert len(lines) == 1, "the Makefile's default RETRY_SEEDS line is gone or doubled"
+    retry = [int(k) for k in lines[0].split("?=")[1].split()]
+    assert retry and len(set(retry)) == len(retry) and min(retry) >= 1
+    for name, board in boards().items():
+        assert board.nextpnr_seed not in retry, (
+            f"the Makefile's RETRY_SEEDS {retry} holds {name}'s pinned nextpnr seed {board.nextpnr_seed}: "
+            f"`make bitstream BOARD={name}` would be refused; change RETRY_SEEDS with the pin")
+
+
 #: what nextpnr writes of a clock: its estimate after placement, FAIL or not, in every log, and its
 #: verdict after routing, an error when the clock is missed without --timing-allow-fail
 _PLACED_FAIL = "Info: Max frequency for clock 'clk': 80.00 MHz (FAIL at 125.00 MHz)"
