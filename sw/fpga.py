@@ -1,6 +1,6 @@
 """FPGA build flow with the open toolchain from PyPI (docs/fpga.md).
 
-    python -m cxlkv.sw.fpga bitstream --board ulx3s-85f     # make bitstream BOARD=ulx3s-85f
+    python -m cxlkv.sw.fpga bitstream --board ulx3s-85f --retry-seeds 4 5   # make bitstream BOARD=ulx3s-85f
     python -m cxlkv.sw.fpga synth-check                     # make synth-check
     python -m cxlkv.sw.fpga report build/fpga/ulx3s-85f/top.tim
     python -m cxlkv.sw.fpga paths build/fpga/ulx3s-85f/top.sdf --period 8

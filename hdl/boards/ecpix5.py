@@ -7,7 +7,7 @@ from cxlkv.hdl.boards import Board
 from cxlkv.hdl.boards.ulx3s import CONTROLLER
 
 #: default core clock: the goal's. The default build is the bench's (`fpga.ecpix5_85f.*`, built at 125 MHz
-#: with nextpnr's default seed): 160.98 MHz, met (docs/fpga.md, "Figures")
+#: with nextpnr's default seed): 151.24 MHz on a042c29's netlist, met (docs/fpga.md, "Figures")
 CORE_MHZ = 125.0
 
 
