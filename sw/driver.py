@@ -12,6 +12,7 @@ no offset or field position is ever written by hand here.
 from __future__ import annotations
 
 import asyncio
+import operator
 
 from cxlkv.errors import CxlkvError
 from cxlkv.models import regmap
@@ -100,10 +101,11 @@ class Device:
         value = await self.read_reg(name)
         return {f.name: (value >> f.lsb) & ((1 << f.width) - 1) for f in reg.fields}
 
-    async def write_fields(self, name: str, **fields):
-        """Read-modify-write of some fields of one register; out-of-range values raise ConfigError."""
+    @staticmethod
+    def check_fields(name: str, **fields):
+        """Raise ConfigError unless every field named exists in register ``name`` and its value is in
+        range; nothing is read or written."""
         reg = _reg(name)
-        value = await self.read_reg(name) if reg.sw_writable else 0
         for fname, v in fields.items():
             try:
                 f = reg.field(fname)
@@ -111,9 +113,22 @@ class Device:
                 raise ConfigError(str(exc.args[0])) from None
             lo = f.range_min or 0
             hi = f.range_max if f.range_max is not None else (1 << f.width) - 1
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise ConfigError(f"{name}.{fname} = {v!r} is not an integer") from None
             if not lo <= v <= hi:
                 raise ConfigError(f"{name}.{fname} = {v} is outside {lo} .. {hi}")
-            value = (value & ~f.mask) | (v << f.lsb)
+
+    async def write_fields(self, name: str, **fields):
+        """Read-modify-write of some fields of one register; out-of-range values raise ConfigError
+        before anything is read or written."""
+        self.check_fields(name, **fields)
+        reg = _reg(name)
+        value = await self.read_reg(name) if reg.sw_writable else 0
+        for fname, v in fields.items():
+            f = reg.field(fname)
+            value = (value & ~f.mask) | (operator.index(v) << f.lsb)
         try:
             await self.t.write32(reg.offset, value)
         except BusError as exc:
@@ -130,7 +145,8 @@ class Device:
                 "caps": sorted(k for k, v in caps.items() if v), "transport": self.t.name}
 
     async def configure(self, **settings):
-        """Write configuration by name (see CONFIG_FIELDS); each is checked, then written."""
+        """Write configuration by name (see CONFIG_FIELDS): all are checked, then written, so a refused
+        request changes nothing."""
         unknown = sorted(set(settings) - set(CONFIG_FIELDS))
         if unknown:
             raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(CONFIG_FIELDS)}")
@@ -138,6 +154,8 @@ class Device:
         for key, v in settings.items():
             reg, field = CONFIG_FIELDS[key]
             by_reg.setdefault(reg, {})[field] = v
+        for reg, fields in by_reg.items():        # every value checked before the first write
+            self.check_fields(reg, **fields)
         for reg, fields in by_reg.items():
             await self.write_fields(reg, **fields)
 
@@ -329,21 +347,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
         raise DeviceError(f"the trace has negative steps (first at event {int(np.flatnonzero(trace.step < 0)[0])}): "
                           "the device's step counter is unsigned")
 
-    # disabled: the tracker and its memories are held cleared; configure; enable; clear counters
-    await dev.write_fields("CONTROL", enable=0)
-    alpha, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)      # α = 0 is applied as 1 by both
-    await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
-    by_reg = {}
-    for (reg, field), v in hw_regs.items():
-        by_reg.setdefault(reg, {})[field] = v
-    for reg, fields in by_reg.items():
-        await dev.write_fields(reg, **fields)
-    if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
-        await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
-                               rate_issues=0, exact=1, decode_only=0)
-    await dev.write_fields("CONTROL", enable=1)
-    await dev.clear_counters()
-
+    # everything that can refuse the replay is asked before the device is changed
+    if not dev.t.can("accesses" if via == "hdm" else "events"):
+        raise dev.t.cannot("accesses" if via == "hdm" else "events")
     if via == "hdm":
         from cxlkv.models import hdm as MH
         from cxlkv.sw.transport import access_records
@@ -353,6 +359,26 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
             items = MH.stimulus_from_trace(trace, geom, cfg, lines="first")
         except MH.HdmError as exc:
             raise DeviceError(f"the trace cannot be replayed through the HDM decode: {exc}") from None
+
+    alpha, tau, _ = S.sanitize_config(params.hw_alpha, params.hw_tau)      # α = 0 is applied as 1 by both
+    by_reg = {}
+    for (reg, field), v in hw_regs.items():
+        by_reg.setdefault(reg, {})[field] = v
+    for reg, fields in by_reg.items():
+        dev.check_fields(reg, **fields)
+
+    # disabled: the tracker and its memories are held cleared; configure; enable; clear counters
+    await dev.write_fields("CONTROL", enable=0)
+    await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
+    for reg, fields in by_reg.items():
+        await dev.write_fields(reg, **fields)
+    if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
+        await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
+                               rate_issues=0, exact=1, decode_only=0)
+    await dev.write_fields("CONTROL", enable=1)
+    await dev.clear_counters()
+
+    if via == "hdm":
         await dev.configure_hdm(cfg)
         dec, _routes = await dev.t.accesses(access_records(items))
         if len(dec) != len(trace):

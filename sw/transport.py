@@ -140,19 +140,28 @@ class Transport(abc.ABC):
     async def write32(self, addr: int, value: int) -> None:
         """Write one 32-bit word; raise BusError on an error response."""
 
+    def can(self, stream: str) -> bool:
+        """Whether this transport can drive ``stream`` (``events``, ``accesses`` or ``lines``): the
+        driver asks before it changes anything on the device."""
+        return getattr(type(self), stream) is not getattr(Transport, stream)
+
+    def cannot(self, stream: str) -> TransportError:
+        """The error for a stream this transport cannot drive."""
+        what = {"events": "access events", "accesses": "HDM accesses", "lines": "host line data"}[stream]
+        return TransportError(f"the {self.name} transport cannot inject {what}: on hardware they come "
+                              "from CXL.mem traffic (use --transport sim or model)")
+
     async def events(self, records):
         """Stream access events (a numpy array of EVENT_DTYPE) into the device's event port;
         returns one DECISION_DTYPE record per event, in order."""
-        raise TransportError(f"the {self.name} transport cannot inject access events: on hardware they come "
-                             "from CXL.mem traffic (use --transport sim or model)")
+        raise self.cannot("events")
 
     async def accesses(self, records):
         """Stream HDM items (a numpy array of ACCESS_DTYPE) in order into the device's access and
         hint streams; returns (decisions, routes): one DECISION_DTYPE record per event the decode
         made, one ROUTE_DTYPE record per access. On a build with the host data path this is
         :meth:`lines` with zero lines (every write access takes one), its responses dropped."""
-        raise TransportError(f"the {self.name} transport cannot inject HDM accesses: on hardware they come "
-                             "from CXL.mem traffic (use --transport sim or model)")
+        raise self.cannot("accesses")
 
     async def lines(self, records, data):
         """The host data path: HDM items (ACCESS_DTYPE) in order, each with a row of ``data`` (an

@@ -9,7 +9,7 @@ from cxlkv.models import regmap
 from cxlkv.models.regs import OKAY, SLVERR, FormatTable, RegisterFile
 from cxlkv.sw import cli
 from cxlkv.sw.driver import ConfigError, Device, DeviceError, SyncDevice
-from cxlkv.sw.transport import MmioTransport, ModelTransport, TransportError
+from cxlkv.sw.transport import MmioTransport, ModelTransport, Transport, TransportError
 
 R = regmap.BY_NAME
 
@@ -120,6 +120,50 @@ def test_driver_over_model():
         dev.set_format(639, 3)
         assert dev.get_format(639) == 3
         assert set(dev.counters()) >= {"reads", "read_hits", "evictions", "bisnp_sent"}
+
+
+class _RegistersOnly(Transport):
+    """A transport with the model's registers and no event or access streams (as mmio and serial
+    are for HDM accesses), recording every write."""
+    name = "registers-only"
+
+    def __init__(self, **params):
+        self.inner = ModelTransport(**params)
+        self.writes = []
+
+    async def read32(self, addr):
+        return await self.inner.read32(addr)
+
+    async def write32(self, addr, value):
+        self.writes.append((addr, value))
+        await self.inner.write32(addr, value)
+
+
+def test_a_refused_configure_writes_nothing():
+    """Every value of a configure call is checked before the first write: a request with one value
+    out of range leaves the device as it was (docs/regs.md, "Driver")."""
+    t = _RegistersOnly()
+    with SyncDevice(t) as dev:
+        before, n = dev.config(), len(t.writes)
+        with pytest.raises(ConfigError, match="TAU.value = 0 is outside"):
+            dev.configure(alpha=100, tau=0)
+        with pytest.raises(ConfigError, match="is not an integer"):
+            dev.configure(alpha=100, tau="x")
+        assert dev.config() == before and len(t.writes) == n
+
+
+def test_a_replay_the_transport_cannot_drive_changes_nothing():
+    """A replay is refused before the device is touched when the transport cannot inject its stream:
+    its configuration and counters stay as they were."""
+    from cxlkv.models.tracegen import synth
+    trace = synth("recent", n_layers=2, n_kv_heads=2, prefill=8, steps=8, seed=1)
+    t = _RegistersOnly(n_layers=2, n_kv_heads=2)
+    with SyncDevice(t) as dev:
+        before, n = dev.config(), len(t.writes)
+        for via, what in (("events", "access events"), ("hdm", "HDM accesses")):
+            with pytest.raises(TransportError, match=f"cannot inject {what}"):
+                dev.replay(trace, 4, via=via)
+        assert dev.config() == before and len(t.writes) == n
 
 
 def _fake_bar(tmp_path, magic=0x43584B56):
