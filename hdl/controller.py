@@ -39,7 +39,7 @@ from cxlkv.models import regmap
 from cxlkv.models.controller import (COUNTER_SOURCES, DEFAULT_N_BUCKETS, HDM_COUNTERS, HDM_PARAMS,
                                      PREFETCH_ENGINE_COUNTERS, PREFETCH_PARAMS, PREFETCH_SOURCES, TIER_COUNTERS,
                                      TIER_DEFAULTS, TIER_PROTO, BI_ACCESS_DEPTH, BI_PARK_DEPTH, BI_PROTO_KINDS, BI_TICK_CYCLES,
-                                     bisnoop_lines, check_bisnoop, check_host_data, check_n_buckets,
+                                     bisnoop_lines, check_bisnoop, check_geometry, check_host_data, check_n_buckets,
                                      check_tier_geometry, max_slots, tier_entry, tier_placement, tracker_placement)
 
 COLDLIST = regmap.MEMORIES[0]
@@ -252,10 +252,11 @@ class Controller(wiring.Component):
         self.hold_domain = hold_domain
         self.tracker_select = tracker_select
         self.entries_log2, self.bitags = entries_log2, bitags
-        self.n_buckets = check_n_buckets(n_buckets)
-        self.max_budget = max_slots(1 << entries_log2, max_budget)
-        self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
         try:
+            check_geometry(n_layers, n_kv_heads, entries_log2, bitags)
+            self.n_buckets = check_n_buckets(n_buckets)
+            self.max_budget = max_slots(1 << entries_log2, max_budget)
+            self.placement = tracker_placement(tracker, n_layers * n_kv_heads, 1 << entries_log2)
             self.tiers = tier_placement(tiers, self.placement)
             self.host_data = check_host_data(host_data, self.tiers)
             tier_lines, tier_line_bits = tier_entry(self.host_data, tier_lines, tier_line_bits)

@@ -236,6 +236,22 @@ def buckets_needed(tln_r: int, tln_d: int, bucket_bits: int) -> int:
     return (T.retention(S.SCORE_MAX, max(tln_r, tln_d)) >> bucket_bits) + 2
 
 
+#: positions travel as 32-bit words (the event and access records, the decision's victim)
+MAX_ENTRIES_LOG2 = 32
+
+
+def check_geometry(n_layers, n_kv_heads, entries_log2, bitags) -> None:
+    """The elaborated geometry as GEOMETRY and GEOMETRY2 report it: each value must fit its field
+    (and positions a 32-bit word), or the device would report another geometry than it has."""
+    width = lambda reg, f: (1 << regmap.BY_NAME[reg].field(f).width) - 1     # noqa: E731
+    for name, v, hi in (("n_layers", n_layers, width("GEOMETRY", "n_layers")),
+                        ("n_kv_heads", n_kv_heads, width("GEOMETRY", "n_kv_heads")),
+                        ("entries_log2", entries_log2, min(width("GEOMETRY2", "entries_log2"), MAX_ENTRIES_LOG2)),
+                        ("bitags", bitags, width("GEOMETRY2", "bitags"))):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+            raise ValueError(f"{name} must be an integer in 1 .. {hi}, got {v!r}")
+
+
 def check_n_buckets(n_buckets) -> int:
     if isinstance(n_buckets, bool) or not isinstance(n_buckets, int) or n_buckets < 2 or \
             n_buckets & (n_buckets - 1) or n_buckets > 1 << 16:
@@ -268,6 +284,7 @@ class ControllerModel:
                  n_buckets=DEFAULT_N_BUCKETS, max_budget=None, tiers="model", tier_lines=None,
                  tier_line_bits=None, tier_depth=TIER_DEFAULTS["tier_depth"],
                  prefetch=True, host_data=False, bisnoop=False, tracker_select="ring"):
+        check_geometry(n_layers, n_kv_heads, entries_log2, bitags)
         self.n_layers, self.n_kv_heads, self.entries_log2 = n_layers, n_kv_heads, entries_log2
         self.n_queues = n_layers * n_kv_heads
         self.n_positions = 1 << entries_log2

@@ -15,8 +15,8 @@ def add_arguments(p):
     p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, n_buckets, tiers, tier_lines, tier_line_bits, tier_depth, prefetch, host_data, "
-                        "bisnoop (0 or 1); "
+                        "bitags, tracker, tracker_select (ring or matrix), n_buckets, max_budget, tiers, tier_lines, "
+                        "tier_line_bits, tier_depth; prefetch, host_data, bisnoop (0 or 1); "
                         "docs/controller.md); repeatable")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
@@ -77,7 +77,7 @@ def _build_params(items):
         name, sep, value = item.partition("=")
         if not sep:
             raise CxlkvError(f"bad --build {item!r}: use NAME=VALUE")
-        if name in ("tracker", "tiers"):
+        if name in ("tracker", "tiers", "tracker_select"):
             out[name] = value
             continue
         try:

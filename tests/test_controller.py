@@ -350,6 +350,26 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
     assert "bisnoop needs the host data path" in capsys.readouterr().err
 
 
+def test_ctl_build_refuses_a_geometry_its_registers_cannot_report(capsys):
+    """A geometry GEOMETRY/GEOMETRY2 cannot hold is refused by name and range, not wrapped into another
+    (n_layers = 70000 would read back as 4464); the model and the RTL share the check."""
+    from cxlkv.hdl.controller import Controller
+    from cxlkv.sw.cli import main
+    # a geometry its registers cannot report is refused, not wrapped (GEOMETRY's 16-bit fields)
+    for build, msg in (("n_layers=70000", "n_layers must be an integer in 1 .. 65535, got 70000"),
+                       ("entries_log2=100", "entries_log2 must be an integer in 1 .. 32, got 100"),
+                       ("entries_log2=-1", "entries_log2 must be an integer in 1 .. 32, got -1"),
+                       ("bitags=0", "bitags must be an integer in 1 .. 255, got 0")):
+        assert main(["ctl", "--transport", "model", "--build", build, "info"]) == 2
+        assert msg in capsys.readouterr().err
+    # the board's build as the FPGA flow's --param writes it
+    assert main(["ctl", "--transport", "model", "--build", "tracker_select=matrix", "--build", "max_budget=16",
+                 "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queues"] == 8
+    with pytest.raises(ValueError, match="n_kv_heads must be an integer in 1 .. 65535"):
+        Controller(n_kv_heads=0)
+
+
 # ------------------------------------------------------------------ the phase detector in the top
 
 def _phase_state(dev):
