@@ -1123,6 +1123,7 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     if maxpos > MAX_POSITION:
         i = int(np.flatnonzero(trace.pos > MAX_POSITION)[0])
         raise CxlkvError(f"position {maxpos} (event {i}) is beyond the simulator's limit {MAX_POSITION}")
+    trace.check_queue_state("the policy simulator")
     nq = trace.n_queues
     qcounts = np.zeros((nq, N_QCOUNTS), np.int64)
     qscores = np.zeros((nq, 2), np.float64)

@@ -16,7 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cxlkv.errors import TraceFormatError
+from cxlkv.errors import CxlkvError, TraceFormatError
+
+#: queues (n_layers x n_kv_heads) the simulators keep per-queue state for: Llama-70B has 640; the
+#: format allows 65536 x 65536, whose per-queue counters alone would take hundreds of GB
+MAX_QUEUES = 1 << 22
 
 OP_READ, OP_WRITE = 0, 1
 
@@ -51,6 +55,14 @@ class Trace:
     def n_queues(self) -> int:
         return self.n_layers * self.n_kv_heads
 
+    def check_queue_state(self, tool: str) -> None:
+        """Raise CxlkvError when the geometry has more queues than ``tool`` (a simulator that keeps
+        counters per queue) holds state for: a clear refusal instead of an allocation of gigabytes."""
+        if self.n_queues > MAX_QUEUES:
+            raise CxlkvError(f"the trace's geometry has {self.n_queues:,} queues ({self.n_layers} layers x "
+                             f"{self.n_kv_heads} KV heads); {tool} keeps state per queue and holds at most "
+                             f"{MAX_QUEUES:,}")
+
     @property
     def queue(self) -> np.ndarray:
         """Queue index of every event: ``layer * n_kv_heads + head``."""
@@ -60,6 +72,8 @@ class Trace:
         """Check the contract's rules; raise TraceFormatError on the first violation."""
         _validate_arrays(path, {k: getattr(self, k) for k in EVENT_KEYS},
                          self.n_layers, self.n_kv_heads)
+        if not isinstance(self.meta, dict):
+            raise TraceFormatError(path, "meta", f"must be a dict (a JSON object), got {type(self.meta).__name__}")
         return self
 
 
@@ -134,6 +148,12 @@ def load_trace(path) -> Trace:
         raise TraceFormatError(path, "(file)", f"cannot be opened ({exc.strerror})") from None
     # Our own file object: numpy leaks its handle when the archive is corrupt.
     with f:
+        head = f.read(6)
+        f.seek(0)
+        if not head.startswith((b"PK", b"\x93NUMPY")):
+            # numpy would try the bytes as a pickle and advise loading it unsafely
+            raise TraceFormatError(path, "(file)", "not an .npz archive (no zip header): a trace is the .npz of "
+                                   "docs/contracts.md (\"Trace files\"), as `cxlkv trace synth` or `dump-hf` write it")
         try:
             npz = np.load(f, allow_pickle=False)
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
@@ -161,6 +181,8 @@ def load_trace(path) -> Trace:
             meta = json.loads(str(meta_raw))
         except json.JSONDecodeError as exc:
             raise TraceFormatError(path, "meta", f"not valid JSON ({exc})") from None
+        if not isinstance(meta, dict):
+            raise TraceFormatError(path, "meta", f"must hold a JSON object (provenance by name), got {type(meta).__name__}")
     return Trace(**out, n_layers=n_layers, n_kv_heads=n_kv_heads, meta=meta)
 
 

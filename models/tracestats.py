@@ -50,6 +50,7 @@ def _mean(x):
 def trace_stats(trace: Trace, *, windows=DEFAULT_WINDOWS, cold_gaps=DEFAULT_COLD_GAPS,
                 persist_k=DEFAULT_PERSIST_K, sink_positions=DEFAULT_SINK_POSITIONS) -> dict:
     """A JSON-serialisable dict of the statistics in the module docstring."""
+    trace.check_queue_state("trace info")
     n = len(trace)
     queue = trace.queue
     step = trace.step.astype(np.int64)

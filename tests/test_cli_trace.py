@@ -60,7 +60,7 @@ def test_params_file_then_param_override(tmp_path, capsys):
     (["synth", "--family", "mixed", "--params", "{tmp}/missing.json"], "no such parameter file"),
     (["synth", "--family", "mixed", "--params", "{tmp}/bad.json"], "not valid JSON"),
     (["synth", "--family", "mixed", "--params", "{tmp}/list.json"], "must hold a JSON object"),
-    (["info", "{tmp}/garbage.npz"], "not a readable .npz"),
+    (["info", "{tmp}/garbage.npz"], "not an .npz archive (no zip header)"),
     (["validate", "{tmp}/missing.npz"], "no such file"),
     (["validate", "{tmp}/badstep.npz"], "key 'step', event 2: step decreases"),
 ])
