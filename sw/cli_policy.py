@@ -202,13 +202,18 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
     import json
     from pathlib import Path
 
+    from cxlkv.errors import CxlkvError
     from cxlkv.models import policy as P
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     params = {pol: P.make_params(pol, **_params_for(pol, overrides)) for pol in policies}
+    # every trace loaded (and so validated) before the first replay or file: nothing is half-swept
+    traces = [(label, family, loader()) for label, family, loader in sources]
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CxlkvError(f"--out {out_dir}: cannot make the directory ({exc.strerror or exc})") from None
     rows = []
-    for label, family, loader in sources:
-        trace = loader()
+    for label, family, trace in traces:
         trows = []
         for pct in budgets:
             entries = P.entries_from_budget(trace, pct)
@@ -335,17 +340,25 @@ def _sweep(args):
     from cxlkv.errors import CxlkvError
     from cxlkv.models import policy as P
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise CxlkvError(f"--policies: no policy in '{args.policies}'; valid policies: {', '.join(P.POLICIES)}")
     for pol in policies:
         if pol not in P.POLICIES:
             raise CxlkvError(f"unknown policy '{pol}'; valid policies: {', '.join(P.POLICIES)}")
+    if len(set(policies)) != len(policies):
+        raise CxlkvError(f"--policies: '{args.policies}' names a policy twice")
     try:
         budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
     except ValueError:
         raise CxlkvError(f"--budgets: '{args.budgets}' is not a comma-separated list of percentages") from None
-    budgets = [int(b) if b == int(b) else b for b in budgets]
+    if not budgets:
+        raise CxlkvError(f"--budgets: no percentage in '{args.budgets}'")
     for b in budgets:
-        if not 0 < b <= 100:
+        if not 0 < b <= 100:        # NaN too
             raise CxlkvError(f"--budgets: {b} is not in (0, 100]")
+    budgets = [int(b) if b == int(b) else b for b in budgets]
+    if len(set(budgets)) != len(budgets):
+        raise CxlkvError(f"--budgets: '{args.budgets}' names a budget twice")
     overrides = _params(args.param)
     unknown = sorted(k for k in overrides if k.split(":", 1)[-1] not in P.PARAM_NAMES
                      or (":" in k and k.split(":", 1)[0] not in P.POLICIES))

@@ -216,10 +216,34 @@ def test_sweep_synthetic_family(tmp_path, capsys):
     (["--budgets", "0"], "not in (0, 100]"),
     (["--families", "nope"], "unknown trace family"),
     (["--param", "hw:bogus=1"], "unknown policy parameter"),
+    (["--policies", ","], "no policy in ','"),
+    (["--policies", "lru,lru"], "names a policy twice"),
+    (["--budgets", ","], "no percentage in ','"),
+    (["--budgets", "10,10.0"], "names a budget twice"),
+    (["--budgets", "nan"], "not in (0, 100]"),
 ])
 def test_sweep_bad_arguments(tmp_path, capsys, argv, message):
     assert cli.main(["policy", "sweep", "--out", str(tmp_path / "o"), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sweep_refuses_a_bad_trace_before_replaying_any(trace_file, tmp_path, capsys):
+    """A bad trace anywhere in the list stops the sweep before the first replay or file: nothing
+    is half-swept (the contract's rule for a replay)."""
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"garbage")
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), str(bad), "--policies", "lru",
+                     "--budgets", "10", "--no-png", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.npz" in err and "%: lru" not in err
+    assert not out.exists()
+
+
+def test_sweep_out_that_is_a_file_is_refused(trace_file, tmp_path, capsys):
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", "lru", "--budgets", "10",
+                     "--no-png", "--out", str(trace_file)]) == 2
+    assert "cannot make the directory" in capsys.readouterr().err
 
 
 def test_default_sweep_takes_every_family_and_shipped_access_traces(tmp_path, monkeypatch, capsys):
