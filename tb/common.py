@@ -79,23 +79,34 @@ class StreamPort:
     """Handles of one ``lib.stream`` port as Amaranth flattens it (``<name>__valid`` ...)."""
 
     def __init__(self, dut, name: str):
+        self.name = name
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
         self.payload = getattr(dut, f"{name}__payload")
 
 
-async def offer(clk, port: StreamPort, packer: Packer, item):
-    """Offer one ``item`` on ``port`` and return in the cycle after it was taken (``valid`` low again)."""
+#: cycles ``offer`` waits for ``ready`` before it calls the design stuck: far more than any bench's
+#: longest legitimate stall (backpressure, slow memory models), far less than a hung CI run
+OFFER_MAX_WAIT = 100_000
+
+
+async def offer(clk, port: StreamPort, packer: Packer, item, max_wait: int = OFFER_MAX_WAIT):
+    """Offer one ``item`` on ``port`` and return in the cycle after it was taken (``valid`` low again).
+    Fails, naming the port, when ``ready`` stays low for ``max_wait`` cycles: a deadlocked design
+    fails its test instead of hanging the run."""
     from cocotb.triggers import ReadOnly, RisingEdge
 
     port.payload.value = packer.pack(item)
     port.valid.value = 1
-    while True:
+    for _ in range(max_wait):
         await ReadOnly()
         taken = bool(port.ready.value)
         await RisingEdge(clk)
         if taken:
             break
+    else:
+        raise AssertionError(f"{port.name}: ready stayed low for {max_wait} cycles with valid high "
+                             f"(item {str(item)[:200]}): the design stopped taking input")
     port.valid.value = 0
 
 

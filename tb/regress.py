@@ -12,7 +12,7 @@ from cxlkv import discover
 from cxlkv.tb.runner import run
 
 
-def print_summary(header, rows, passed, failed, seconds):
+def print_summary(header, rows, passed, failed, seconds, skipped=0):
     """The table ``make sim`` and ``make formal`` end with: ``header`` and ``rows`` in aligned
     columns, then the pass/fail count and the time taken."""
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
@@ -21,7 +21,7 @@ def print_summary(header, rows, passed, failed, seconds):
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print(line(r))
-    print(f"\n{passed} passed, {failed} failed  ({seconds:.0f} s)")
+    print(f"\n{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "") + f"  ({seconds:.0f} s)")
 
 
 def main(argv=None):
@@ -44,15 +44,20 @@ def main(argv=None):
             rows.append((bench.name, bench.config_id, "(run)", "ERROR", f"no results; see {result.build_dir}/sim.log"))
             failed += 1
         for r in result.results:
-            rows.append((bench.name, bench.config_id, r.name, "PASS" if r.passed else "FAIL",
+            rows.append((bench.name, bench.config_id, r.name, r.status,
                          f"{r.real_time_s:.1f} s" if r.passed else r.message[:80]))
-            failed += not r.passed
+            failed += r.failed
+        if result.results and not any(r.passed for r in result.results):
+            rows.append((bench.name, bench.config_id, "(run)", "ERROR", "every test was skipped: nothing was checked"))
+            failed += 1
         for name, m in result.metrics.items():
             rows.append((bench.name, bench.config_id, f"metric {name}", "", f"{m['value']} {m['unit']}"))
         print(f"[{bench.name}/{bench.config_id}] {time.monotonic() - t:.1f} s, logs in {result.build_dir}",
               file=sys.stderr)
     tests = sum(1 for r in rows if r[3] in ("PASS", "FAIL", "ERROR"))
-    print_summary(("bench", "config", "test", "result", "detail"), rows, tests - failed, failed, time.monotonic() - t0)
+    skipped = sum(1 for r in rows if r[3] == "SKIP")
+    print_summary(("bench", "config", "test", "result", "detail"), rows, tests - failed, failed, time.monotonic() - t0,
+                  skipped)
     return 1 if failed or not tests else 0
 
 

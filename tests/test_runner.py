@@ -1,4 +1,7 @@
-"""The Verilator builds' cache keys: what the compiler gets is what the key holds."""
+"""The bench runner: the Verilator builds' cache keys (what the compiler gets is what the key holds),
+how a run's results are read, and the suite's time limit."""
+from pathlib import Path
+
 from cxlkv.tb.runner import VERILATOR_MAKE_FLAGS, compiler_make_flags
 
 
@@ -31,3 +34,60 @@ def test_every_slow_first_entry_names_a_collected_test():
                          cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     stale = [prefix for prefix in SLOW_FIRST if not any(line.startswith(prefix) for line in out)]
     assert not stale, f"SLOW_FIRST names no collected test: {stale}"
+
+
+def test_results_file_tells_pass_fail_and_skip_apart(tmp_path):
+    """A skipped cocotb test is neither a pass nor a failure, and a run whose tests were all
+    skipped has not passed: a bench whose tests stop running must not read as green."""
+    from cxlkv.tb.runner import BenchRun, _parse_results
+    xml = tmp_path / "results.xml"
+    xml.write_text('<testsuites><testsuite name="t">'
+                   '<testcase name="ran" time="1.5" sim_time_ns="10"/>'
+                   '<testcase name="broke"><failure message="boom"/></testcase>'
+                   '<testcase name="crashed"><error message="oops"/></testcase>'
+                   '<testcase name="not_here"><skipped/></testcase>'
+                   '</testsuite></testsuites>')
+    res = _parse_results(xml)
+    assert [(r.name, r.status) for r in res] == [("ran", "PASS"), ("broke", "FAIL"), ("crashed", "FAIL"),
+                                                  ("not_here", "SKIP")]
+    assert [r.message for r in res] == ["", "boom", "oops", "skipped"]
+    run = lambda rs: BenchRun("b", "c", rs, tmp_path)  # noqa: E731
+    assert not run(res).passed                               # a failure
+    assert run([res[0], res[3]]).passed and run([res[0], res[3]]).skipped == ["not_here"]
+    assert not run([res[3]]).passed                          # all skipped: nothing checked
+    assert not run([]).passed
+
+
+def test_a_hung_simulator_fails_its_test_and_is_killed(tmp_path):
+    """The suite's per-test time limit (pyproject's ``timeout``, pytest-timeout) turns a bench whose
+    simulator never finishes into a failed test, and the simulator's process dies with it (the
+    runner starts it with subprocess.run, which kills its child when the wait is interrupted)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import tomllib
+    ini = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert ini["tool"]["pytest"]["ini_options"]["timeout"] > 0, "the suite has no per-test time limit"
+    pidfile = tmp_path / "sim.pid"
+    child = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    (tmp_path / "test_hang.py").write_text(
+        "import subprocess, sys\n"
+        "def test_hang():\n"
+        f"    subprocess.run([sys.executable, '-c', {child!r}])\n")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "3",
+                          "-o", "addopts=", str(tmp_path / "test_hang.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=90)
+    assert out.returncode == 1 and "Timeout" in out.stdout, out.stdout[-2000:]
+    assert time.monotonic() - t0 < 60
+    pid = int(pidfile.read_text())
+    for _ in range(50):                     # reaped by subprocess.run's kill; allow the kernel a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the hung child outlived its timed-out test")

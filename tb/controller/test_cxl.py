@@ -33,22 +33,15 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
 * test_scoreboards_catch_corruption: one corrupted MemData expectation and one corrupted in-situ model
   output are each reported, and only they; the counter check fails on a BI_SNOOPS_SKIPPED expectation
   one off.
-
-The tests skip while ``hdl.controller.Controller`` has no ``bisnoop`` parameter (the RTL not in yet).
 """
-import inspect
-
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from cxlkv.hdl.controller import Controller
 from cxlkv.models import bisnoop as M
 from cxlkv.tb.bisnoop.host import MOD
 from cxlkv.tb.common import env_int, must_fail, test_rng
 from cxlkv.tb.controller.cxlhost import HDM_BASE, OWN_TAG0, CxlEnv
 
-RTL_READY = "bisnoop" in inspect.signature(Controller.__init__).parameters
-SKIP = not RTL_READY
 ALL_BE = (1 << 64) - 1
 
 
@@ -141,17 +134,17 @@ async def _random(dut, salt, positions, hdm_base, n_hosts, **limits):
     assert stats["snoops"] == got["BISNP_SENT"] and stats["writebacks"] > 0
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_random_a(dut):
     await _random(dut, 0xA, range(0, 16), HDM_BASE, n_hosts=2)
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_random_b(dut):
     await _random(dut, 0xB, range(16, 32), 0, n_hosts=1)
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_random_heavy(dut):
     """Many requests in flight (64 waiting, 16 queued per channel): the 16-entry access queue fills
     behind evictions while snoops are out; a BIConflict can wait behind a MemWr on RwD. The gate grants
@@ -205,7 +198,7 @@ class Own:
         assert len(out) == 1 and out[0][0] == "s2m_ndr" and out[0][1]["opcode"] == M.CMP, f"write tag {t:#x}: {out}"
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_errors(dut):
     env = CxlEnv(dut, _sub_rng(0xE))
     await env.start()
@@ -279,7 +272,7 @@ async def _held_line_evicted(env, own, q, pos):
     return line, env.own_bisnp[0], waiting
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_bi_timeout(dut):
     env = CxlEnv(dut, _sub_rng(0x7), ready_prob=1.0, idle=0.0)
     await env.start(timeout_cycles=64)
@@ -309,7 +302,7 @@ async def test_bi_timeout(dut):
     assert (await dev.status())["bi_timeout"] == 0 and await dev.read_reg("BI_TIMEOUTS") == 0
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_scoreboards_catch_corruption(dut):
     """Negative test: MemData expectation #3 and in-situ model output #25 corrupted; each reported, only it."""
     env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25)
@@ -332,7 +325,7 @@ async def test_scoreboards_catch_corruption(dut):
         raise AssertionError("check_counters() passed despite a BI_SNOOPS_SKIPPED expectation one off")
 
 
-@cocotb.test(skip=SKIP)
+@cocotb.test()
 async def test_bisnp_address_hdm_base(dut):
     """With HDM_BASE != 0 a BISnp carries the host's address Addr[51:6] = line + HDM_BASE/64 (the engine
     names lines of the window; 8a211fd sent the engine's line, fixed in 9b96ff0)."""
