@@ -26,6 +26,8 @@ def _read(path):
             return f.read()
     except OSError as exc:
         raise CxlkvError(f"cannot read scenario {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CxlkvError(f"scenario {path} is not UTF-8 text (JSON lines, docs/bisnoop.md)") from None
 
 
 def run(args):

@@ -1,4 +1,5 @@
 """`cxlkv ctl`: talk to a controller through the host driver, over any transport."""
+from cxlkv.sw.argtypes import address, positive_int
 
 HELP = "talk to a cxlkv controller through the driver (model, sim, mmio, serial)"
 
@@ -11,8 +12,9 @@ def add_arguments(p):
                         "mmio: a PCIe BAR resource file or /dev/uioN; serial: the FPGA board's UART bridge (--device /dev/ttyUSB0)")
     p.add_argument("--device", help="mmio: /sys/bus/pci/devices/<bdf>/resourceN, /dev/uioN or a file; "
                                     "serial: the port, e.g. /dev/ttyUSB0")
-    p.add_argument("--baud", type=int, default=115200, help="serial: baud rate of the board's UART bridge")
-    p.add_argument("--offset", type=lambda s: int(s, 0), default=0, help="mmio: byte offset of the register block")
+    p.add_argument("--baud", type=positive_int, default=115200, help="serial: baud rate of the board's UART bridge")
+    p.add_argument("--offset", type=address, default=0,
+                   help="mmio: byte offset of the register block in the device file (a multiple of 4)")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
                    help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
                         "bitags, tracker, tracker_select (ring or matrix), n_buckets, max_budget, tiers, tier_lines, "

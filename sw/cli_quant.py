@@ -1,4 +1,5 @@
 """`cxlkv quant`: the KV quantizer's golden model from the shell (error statistics, attention error, one line)."""
+from cxlkv.sw.argtypes import nonneg_int
 
 HELP = "KV quantizer golden model: error statistics on synthetic lines, attention-output error, one line"
 
@@ -11,14 +12,14 @@ def add_arguments(p):
     e.add_argument("--dist", default="gaussian", choices=("gaussian", "outlier", "uniform"),
                    help="synthetic distribution (default gaussian)")
     e.add_argument("--lines", type=int, default=100_000, help="number of lines (default 100000)")
-    e.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    e.add_argument("--seed", type=nonneg_int, default=1, help="random seed (default 1)")
     e.add_argument("--json", action="store_true", help="print one JSON object per format")
     a = sub.add_parser("attention", help="error of softmax(q K^T) V with K, V stored quantized")
     a.add_argument("--fmt", action="append", choices=("fp16", "fp8", "int8", "int4"),
                    help="format (repeatable; default: all)")
     a.add_argument("--tokens", type=int, default=2048, help="context length (default 2048)")
     a.add_argument("--head-dim", type=int, default=128, help="head dimension, a multiple of 32 (default 128)")
-    a.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    a.add_argument("--seed", type=nonneg_int, default=1, help="random seed (default 1)")
     a.add_argument("--json", action="store_true", help="print one JSON object per format")
     ln = sub.add_parser("line", help="quantize one line of 32 values and show the stored blob and the values read back")
     ln.add_argument("--fmt", required=True, choices=("fp16", "fp8", "int8", "int4"))

@@ -142,11 +142,17 @@ def run_fit(args):
     if real.meta.get("generator") != "cxlkv.models.hftrace.dump_trace":
         raise CxlkvError(f"{args.trace}: not a dump-hf trace (meta generator is "
                          f"{real.meta.get('generator')!r}); fit-mixed needs its prefill/steps/top-k in meta")
+    out_path = Path(args.out)
+    try:                            # before the fit, which takes minutes: a bad --out fails at once
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        if out_path.is_dir():
+            raise IsADirectoryError(21, "is a directory", str(out_path))
+    except OSError as exc:
+        raise CxlkvError(f"--out {out_path}: {exc.strerror or exc}") from None
     params, report = hftrace.fit_mixed(real, evals=args.evals, seed=args.seed,
                                        log=lambda m: print(m, file=sys.stderr))
     out = hftrace.calibrated_params_json(params, report, args.trace, real.meta)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    out_path.write_text(json.dumps(out, indent=2) + "\n")
     width = max(len(k) for k in report["target"])
     print(f"{'statistic':<{width}}  {'real':>7}  {'fitted':>7}  {'seed+1':>7}")
     for k, v in report["target"].items():

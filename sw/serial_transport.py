@@ -30,6 +30,7 @@ import abc
 import time
 
 from cxlkv.models import uartbridge as proto
+from cxlkv.sw.argtypes import positive_int
 from cxlkv.sw.transport import DECISION_DTYPE, EVENT_DTYPE, BusError, EventPortError, Transport, TransportError
 
 #: Bridge errors after which the request was certainly not executed.
@@ -147,6 +148,11 @@ class BridgeTransport(Transport):
         raise AssertionError("unreachable")
 
 
+def _check_baud(baud) -> None:
+    if isinstance(baud, bool) or not isinstance(baud, int) or baud < 1:
+        raise TransportError(f"baud rate {baud!r}: a positive integer is needed")
+
+
 def quiet_seconds(baud: int) -> float:
     """Silence that certainly outlasts the bridge's frame timeout (640 bit times) at ``baud``."""
     return 2 * 640 / baud + 0.01
@@ -167,6 +173,7 @@ class SerialTransport(BridgeTransport):
             import serial
         except ImportError:
             raise TransportError("the serial transport needs pyserial (pip install pyserial)") from None
+        _check_baud(baud)
         self.port, self.baud, self.timeout_s = port, baud, timeout_s
         try:
             self.ser = serial.serial_for_url(port, baudrate=baud, bytesize=8, parity="N", stopbits=1,
@@ -245,6 +252,7 @@ class BridgeEmulator:
         import tty
 
         from cxlkv.models.controller import ControllerModel
+        _check_baud(baud)
         self.model = proto.BridgeModel(ControllerModel(**params))
         self.timeout_s = 640 / baud
         self.fault = dict(fault or {})
@@ -305,11 +313,11 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("emulate", help="print a pseudo-terminal's path and serve the bridge and controller "
                                        "models on it until interrupted")
-    e.add_argument("--baud", type=int, default=115200)
+    e.add_argument("--baud", type=positive_int, default=115200)
     e.add_argument("--board", help="emulate this board's controller configuration (e.g. ulx3s-85f)")
     i = sub.add_parser("info", help="identity and geometry read through the bridge (as `cxlkv ctl info`)")
     i.add_argument("--device", required=True, help="serial port: /dev/ttyUSB0, a pseudo-terminal, socket://...")
-    i.add_argument("--baud", type=int, default=115200)
+    i.add_argument("--baud", type=positive_int, default=115200)
     args = ap.parse_args(argv)
     if args.cmd == "emulate":
         params = {}

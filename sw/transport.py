@@ -295,17 +295,25 @@ class MmioTransport(Transport):
 
     def __init__(self, path: str, offset: int = 0, size: int = 4096):
         self.path = path
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 or offset % 4:
+            raise TransportError(f"{path}: offset {offset!r} must be a non-negative multiple of 4")
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_SYNC)
         except FileNotFoundError:
             raise TransportError(f"{path}: no such device (is the card present, the BAR enabled?)") from None
         except PermissionError:
             raise TransportError(f"{path}: permission denied (root, or a udev rule for the device)") from None
+        except OSError as exc:
+            raise TransportError(f"{path}: cannot be opened for mapping ({exc.strerror})") from None
+        # mmap takes page-aligned offsets: map from the page holding the block, address from within it
+        self.base = offset % mmap.ALLOCATIONGRANULARITY
         try:
-            self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
+            self.map = mmap.mmap(self.fd, self.base + size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
+                                 offset=offset - self.base)
         except (OSError, ValueError) as exc:
             os.close(self.fd)
-            raise TransportError(f"{path}: cannot map {size} bytes at {offset:#x}: {exc}") from None
+            raise TransportError(f"{path}: cannot map {size} bytes at {offset:#x} (is the file or BAR that "
+                                 f"large?): {exc}") from None
         self.size = size
 
     def _check(self, addr):
@@ -314,11 +322,11 @@ class MmioTransport(Transport):
 
     async def read32(self, addr):
         self._check(addr)
-        return struct.unpack_from("<I", self.map, addr)[0]
+        return struct.unpack_from("<I", self.map, self.base + addr)[0]
 
     async def write32(self, addr, value):
         self._check(addr)
-        struct.pack_into("<I", self.map, addr, value & 0xFFFFFFFF)
+        struct.pack_into("<I", self.map, self.base + addr, value & 0xFFFFFFFF)
 
     async def close(self):
         self.map.close()

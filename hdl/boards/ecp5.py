@@ -123,6 +123,8 @@ class Stretch(Elaboratable):
 
 def uart_divisor(core_mhz: float, baud: int) -> tuple[int, float]:
     """Clock cycles per UART bit at ``core_mhz`` and the relative baud error; ValueError beyond 2 %."""
+    if isinstance(baud, bool) or not isinstance(baud, int) or baud < 1 or not core_mhz > 0:
+        raise ValueError(f"a positive baud rate and clock are needed, got {baud!r} baud at {core_mhz!r} MHz")
     divisor = round(core_mhz * 1e6 / baud)
     error = abs(core_mhz * 1e6 / max(divisor, 1) - baud) / baud
     if divisor < 4 or error > 0.02:

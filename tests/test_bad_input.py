@@ -1,0 +1,117 @@
+"""Bad input to the command line tools and transports: each is refused by name with exit status 2 (or a
+CxlkvError from the API), never a traceback. The cases a review found reaching users as tracebacks."""
+import json
+
+import numpy as np
+import pytest
+
+from cxlkv.errors import CxlkvError
+from cxlkv.sw import cli, fpga
+from cxlkv.sw.driver import SyncDevice
+from cxlkv.sw.serial_transport import BridgeEmulator, SerialTransport
+from cxlkv.sw.transport import MmioTransport, TransportError
+
+
+def _err(capsys):
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["ctl", "--transport", "serial", "--device", "/dev/null", "--baud", "0", "info"],
+     "argument --baud: 0 is not a positive integer"),
+    (["ctl", "--transport", "mmio", "--device", "x", "--offset", "-4", "info"], "argument --offset: -4 is negative"),
+    (["ctl", "--transport", "mmio", "--device", "x", "--offset", "abc", "info"],
+     "argument --offset: 'abc' is not an integer"),
+    (["quant", "error", "--seed", "-1"], "argument --seed: -1 is negative"),
+    (["quant", "attention", "--seed", "-4"], "argument --seed: -4 is negative"),
+])
+def test_bad_numbers_are_refused_by_argparse(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and message in _err(capsys)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bitstream", "--board", "ulx3s-85f", "--baud", "0"], "argument --baud: 0 is not a positive integer"),
+    (["bitstream", "--board", "ulx3s-85f", "--core-mhz", "nan"], "argument --core-mhz: nan is not a positive number"),
+])
+def test_fpga_bad_numbers_are_refused_by_argparse(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        fpga.main(argv)
+    assert exc.value.code == 2 and message in _err(capsys)
+
+
+def test_fpga_files_that_are_not_text_or_not_files(tmp_path, capsys):
+    binary = tmp_path / "top.tim"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    for argv in (["report", str(binary)], ["paths", str(binary), "--period", "8"]):
+        assert fpga.main(argv) == 2
+        assert "is not text" in _err(capsys)
+    assert fpga.main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path}: not a file" in _err(capsys)
+    assert fpga.main(["constraints", "--out", str(binary)]) == 2         # a file where a directory goes
+    assert "File exists" in _err(capsys)
+
+
+def test_the_uart_refuses_a_baud_rate_of_zero():
+    from cxlkv.hdl.boards.ecp5 import uart_divisor
+    with pytest.raises(TransportError, match="baud rate 0"):
+        SerialTransport("/dev/null", 0)
+    with pytest.raises(TransportError, match="baud rate 0"):
+        BridgeEmulator(baud=0)
+    with pytest.raises(ValueError, match="positive baud rate"):
+        uart_divisor(100.0, 0)
+
+
+def test_mmio_offsets_within_a_page_and_bad_paths(tmp_path):
+    """The register block may start anywhere 4-aligned in the device file (mmap itself takes page offsets)."""
+    path = tmp_path / "bar"
+    image = bytearray(8192)
+    image[0x104:0x108] = (0x43584B56).to_bytes(4, "little")                 # ID at the block's offset 0
+    image[0x10C:0x110] = (2 << 16 | 4).to_bytes(4, "little")                # GEOMETRY: 4 layers x 2 KV heads
+    path.write_bytes(bytes(image))
+    with SyncDevice(MmioTransport(str(path), offset=0x104)) as dev:
+        assert dev.info()["id"] == "0x43584b56" and dev.info()["queues"] == 8
+        dev.configure(alpha=0x1234)
+    from cxlkv.models import regmap
+    off = 0x104 + regmap.BY_NAME["ALPHA"].offset
+    assert int.from_bytes(path.read_bytes()[off:off + 4], "little") == 0x1234
+    with pytest.raises(TransportError, match="multiple of 4"):
+        MmioTransport(str(path), offset=2)
+    with pytest.raises(TransportError, match="cannot be opened for mapping"):
+        MmioTransport(str(tmp_path))
+    with pytest.raises(TransportError, match="is the file or BAR that large"):
+        MmioTransport(str(path), offset=8192)
+
+
+def test_bisnoop_scenario_that_is_not_text(tmp_path, capsys):
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    assert cli.main(["bisnoop", "run", str(path)]) == 2
+    assert "is not UTF-8 text" in _err(capsys)
+
+
+def test_fit_mixed_refuses_a_bad_out_before_fitting(tmp_path, capsys):
+    from cxlkv import repo_root
+    trace = repo_root() / "traces" / "tiny_llama_stdlib_top32.npz"
+    assert cli.main(["trace", "fit-mixed", str(trace), "--out", str(tmp_path), "--evals", "1"]) == 2
+    err = _err(capsys)
+    assert f"--out {tmp_path}: is a directory" in err
+    assert "eval" not in err.lower().replace("--evals", "")     # no fit ran
+
+
+def test_meta_that_is_not_an_object_is_refused_by_every_trace_command(tmp_path, capsys):
+    from cxlkv.models.trace import EVENT_KEYS
+    arrays = {k: np.zeros(2, dt) for k, dt in EVENT_KEYS.items()}
+    arrays["pos"] = np.arange(2, dtype=EVENT_KEYS["pos"])
+    path = tmp_path / "t.npz"
+    with open(path, "wb") as f:
+        np.savez(f, **arrays, n_layers=np.array(1), n_kv_heads=np.array(1), meta=np.array(json.dumps([1, 2])))
+    for argv in (["trace", "validate", str(path)], ["trace", "info", str(path), "--json"]):
+        assert cli.main(argv) == 2
+        assert "key 'meta': must hold a JSON object" in _err(capsys)
+    with pytest.raises(CxlkvError):
+        from cxlkv.models.trace import load_trace
+        load_trace(path)
