@@ -97,6 +97,12 @@ def _integer_array(path, key, arr, dtype):
     else:
         if arr.dtype.kind != "f":
             raise TraceFormatError(path, key, f"must be a float array, got dtype {arr.dtype}")
+        if arr.size and arr.dtype.itemsize > np.dtype(dtype).itemsize:
+            # a wider float beyond the stored type's range would become inf in the cast: say so first
+            bad = np.isfinite(arr) & (np.abs(arr) > float(np.finfo(dtype).max))
+            if bad.any():
+                raise TraceFormatError(path, key, f"value {arr[_first(bad)]:g} does not fit {np.dtype(dtype)}",
+                                       _first(bad))
     return arr.astype(dtype, copy=False)
 
 

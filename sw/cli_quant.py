@@ -23,7 +23,8 @@ def add_arguments(p):
     a.add_argument("--json", action="store_true", help="print one JSON object per format")
     ln = sub.add_parser("line", help="quantize one line of 32 values and show the stored blob and the values read back")
     ln.add_argument("--fmt", required=True, choices=("fp16", "fp8", "int8", "int4"))
-    ln.add_argument("values", nargs="+", help="32 values (fewer are repeated cyclically)")
+    ln.add_argument("values", nargs="+", help="1 to 32 values, each within FP16's range (fewer than 32 are "
+                                            "repeated cyclically; inf and nan are FP16 values too)")
 
 
 def _positive(name, v):
@@ -45,6 +46,13 @@ def run(args):
             vals = [float(v) for v in args.values]
         except ValueError as exc:
             raise CxlkvError(f"values must be numbers: {exc}") from None
+        if len(vals) > M.LANES:
+            raise CxlkvError(f"a line holds {M.LANES} values, got {len(vals)}")
+        fp16_max = float(np.finfo(np.float16).max)
+        big = [v for v in vals if np.isfinite(v) and abs(v) > fp16_max]
+        if big:         # FP16 would turn them into inf: the host writes FP16, so say so rather than convert
+            raise CxlkvError(f"{big[0]:g} is beyond FP16's range (±{fp16_max:g}); the host "
+                             "writes FP16 lines")
         x = np.resize(np.array(vals), M.LANES).astype(np.float16)
         blob = M.quantize_line(x, args.fmt)
         y = M.dequantize_line(blob, args.fmt)

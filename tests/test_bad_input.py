@@ -115,3 +115,15 @@ def test_meta_that_is_not_an_object_is_refused_by_every_trace_command(tmp_path, 
     with pytest.raises(CxlkvError):
         from cxlkv.models.trace import load_trace
         load_trace(path)
+
+
+@pytest.mark.parametrize("values, message", [
+    (["70000", "1"], "70000 is beyond FP16's range"),
+    ([str(v) for v in range(40)], "a line holds 32 values, got 40"),
+    (["one"], "values must be numbers"),
+])
+def test_quant_line_refuses_what_it_would_change(capsys, values, message):
+    """A line is 32 FP16 values: more values, or a value FP16 cannot hold, are refused, not cut or
+    turned into inf (the quantizer's contract: nothing silently altered)."""
+    assert cli.main(["quant", "line", "--fmt", "int8", *values]) == 2
+    assert message in _err(capsys)

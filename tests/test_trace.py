@@ -134,3 +134,10 @@ def test_a_geometry_too_large_to_simulate_is_refused_by_the_simulators(tmp_path)
     for run in (lambda: replay(t, "lru", 4), lambda: trace_stats(t)):
         with pytest.raises(CxlkvError, match="4,294,967,296 queues .* holds at most 4,194,304"):
             run()
+
+
+def test_a_wide_float_score_beyond_float32_is_refused_not_cast_to_inf(tmp_path):
+    a = _arrays()
+    a["score"] = np.array([0, 0, 1e300, 0.25, 1.0, 0], np.float64)
+    with pytest.raises(TraceFormatError, match=r"key 'score', event 2: value 1e\+300 does not fit float32"):
+        load_trace(_write(tmp_path / "t.npz", a))
