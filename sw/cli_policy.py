@@ -39,7 +39,7 @@ def add_arguments(p):
     r.add_argument("--entries", required=True, metavar="C", help=_BUDGET_HELP)
     r.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="policy parameter (repeatable)")
     r.add_argument("--json", action="store_true", help="print one JSON object (the contract's keys and more)")
-    r.add_argument("--per-queue", action="store_true", help="include per-queue figures (with --json)")
+    r.add_argument("--per-queue", action="store_true", help="per-queue figures too (a table, or the JSON's per_queue list)")
     s = sub.add_parser("sweep", help="policies x budgets x traces -> CSV and PNG per trace",
                        description="Replay traces through policies at several budgets (percent of context); "
                                    "write DIR/sweep.csv, DIR/sweep.md (tables), a PNG per trace (hit rate and "
@@ -114,12 +114,18 @@ def run(args):
 def _replay(args):
     import json
 
+    from cxlkv.errors import CxlkvError
     from cxlkv.models import policy as P
     from cxlkv.models import prefetch as PF
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
     trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
+    own = P.policy_param_dict(args.policy, params)
+    ignored = sorted(set(overrides) - set(own))
+    if ignored:         # a parameter of another policy would be ignored: say so rather than replay without it
+        raise CxlkvError(f"{', '.join(ignored)}: not a parameter of policy '{args.policy}' (its parameters: "
+                         f"{', '.join(own) or 'none'})")
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)
     result = P.replay(trace, args.policy, entries, params=params, prefetch_trigger=trigger)
@@ -137,6 +143,11 @@ def _replay(args):
     print(f"bytes moved {s['bytes_moved']} (demand {s['demand_bytes']}, prefetch {s['prefetch_bytes']})")
     if s["no_victim"]:
         print(f"misses with no evictable entry (bypassed): {s['no_victim']}")
+    if args.per_queue:
+        print("layer  head  reads  hits  hit rate  attention recall")
+        for r in s["per_queue"]:
+            print(f"{r['layer']:5d}  {r['head']:4d}  {r['reads']:5d}  {r['read_hits']:4d}  {r['hit_rate']:8.4f}  "
+                  f"{r['attention_recall']:16.4f}")
     return 0
 
 

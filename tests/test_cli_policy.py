@@ -271,3 +271,18 @@ def test_param_help_states_the_model_defaults():
     stated = dict(re.findall(r"^  (\w+)=(\d+)", cli_policy._PARAM_HELP, re.M))
     assert {k: int(v) for k, v in stated.items()} == P.PolicyParams().__dict__
     assert cli_policy.POLICIES == P.POLICIES
+
+
+def test_replay_refuses_a_parameter_its_policy_would_ignore(trace_file, capsys):
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
+                     "--param", "hw_alpha=5"]) == 2
+    assert "hw_alpha: not a parameter of policy 'lru' (its parameters: none)" in capsys.readouterr().err
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "ema", "--entries", "8",
+                     "--param", "ema_tau=50"]) == 0
+
+
+def test_replay_per_queue_prints_a_table_without_json(trace_file, capsys):
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8", "--per-queue"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    i = out.index("layer  head  reads  hits  hit rate  attention recall")
+    assert len(out) - i - 1 == 4                                  # the trace's 2 x 2 queues
