@@ -1,6 +1,6 @@
 """`cxlkv score`: evaluate the scoring golden model (EMA step, eviction priority) from the shell."""
 
-HELP = "evaluate the EMA scoring golden model (ema step, eviction priority, error table)"
+HELP = "evaluate the EMA scoring golden model (one EMA step, an eviction priority in float and fixed point)"
 
 
 def add_arguments(p):

@@ -339,10 +339,11 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
                           f"entries per queue (HW_RING.slots_log2)")
     need = buckets_needed(hw_regs[("TLN_R", "value")], hw_regs[("TLN_D", "value")], params.hw_bucket_bits)
     if need > ring:
+        nb = 1 << (need - 1).bit_length()             # n_buckets is a power of two, at most 65536
+        build = f"a build with n_buckets = {nb}" if nb <= 1 << 16 else "(no build has that many: n_buckets <= 65536)"
         raise ConfigError(f"hw_rank_tau = {params.hw_rank_tau}, hw_rank_tau_long = {params.hw_rank_tau_long} and "
                           f"hw_bucket_bits = {params.hw_bucket_bits} need {need} deadline buckets per queue; the device's "
-                          f"ring has {ring} (HW_RING): shorter time constants, wider buckets, or a build with "
-                          f"n_buckets >= {need}")
+                          f"ring has {ring} (HW_RING): shorter time constants, wider buckets, or {build}")
     if len(trace) and int(trace.step.min()) < 0:
         raise DeviceError(f"the trace has negative steps (first at event {int(np.flatnonzero(trace.step < 0)[0])}): "
                           "the device's step counter is unsigned")

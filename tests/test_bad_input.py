@@ -127,3 +127,16 @@ def test_quant_line_refuses_what_it_would_change(capsys, values, message):
     turned into inf (the quantizer's contract: nothing silently altered)."""
     assert cli.main(["quant", "line", "--fmt", "int8", *values]) == 2
     assert message in _err(capsys)
+
+
+def test_a_replay_needing_more_buckets_names_a_build_that_exists():
+    """n_buckets is a power of two up to 65536: the advice names one, or says none holds it."""
+    from cxlkv.models.tracegen import synth
+    from cxlkv.sw.driver import ConfigError
+    from cxlkv.sw.transport import ModelTransport
+    trace = synth("recent", n_layers=2, n_kv_heads=2, prefill=8, steps=8, seed=1)
+    with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2)) as dev:
+        with pytest.raises(ConfigError, match=r"need 12475 deadline buckets .* a build with n_buckets = 16384$"):
+            dev.replay(trace, 4, hw_rank_tau=9000)
+        with pytest.raises(ConfigError, match=r"no build has that many: n_buckets <= 65536"):
+            dev.replay(trace, 4, hw_rank_tau=1048576)
