@@ -183,8 +183,13 @@ def load_trace(path) -> Trace:
     if meta_raw is not None:
         if meta_raw.ndim != 0 or meta_raw.dtype.kind not in "US":
             raise TraceFormatError(path, "meta", "must be a 0-d string array holding JSON")
+        text = meta_raw.item()
         try:
-            meta = json.loads(str(meta_raw))
+            if isinstance(text, bytes):         # a byte-string array (dtype S) holds UTF-8 JSON too
+                text = text.decode("utf-8")
+            meta = json.loads(text)
+        except UnicodeDecodeError:
+            raise TraceFormatError(path, "meta", "a byte string that is not UTF-8") from None
         except json.JSONDecodeError as exc:
             raise TraceFormatError(path, "meta", f"not valid JSON ({exc})") from None
         if not isinstance(meta, dict):

@@ -32,7 +32,8 @@ def add_arguments(p):
     c.add_argument("settings", nargs="*", metavar="NAME=VALUE")
     c.add_argument("--json", action="store_true")
     r = sub.add_parser("replay", help="drive a trace through the device's tracker; print its counters "
-                                      "with the keys of `cxlkv policy replay --json` (sim, model)")
+                                      "with the keys of `cxlkv policy replay --json` (sim, model, serial; "
+                                      "--via hdm: sim, model)")
     r.add_argument("trace", help="trace file (.npz)")
     r.add_argument("--entries", "-C", required=True,
                    help="fast-tier entries per queue, or a percentage of the trace's context (e.g. 10%%)")

@@ -141,3 +141,13 @@ def test_a_wide_float_score_beyond_float32_is_refused_not_cast_to_inf(tmp_path):
     a["score"] = np.array([0, 0, 1e300, 0.25, 1.0, 0], np.float64)
     with pytest.raises(TraceFormatError, match=r"key 'score', event 2: value 1e\+300 does not fit float32"):
         load_trace(_write(tmp_path / "t.npz", a))
+
+
+def test_meta_as_a_byte_string_array_is_read_as_utf8_json(tmp_path):
+    """The contract's "0-d string array" includes numpy's byte strings (dtype S)."""
+    a = _arrays()
+    a["meta"] = np.array(b'{"seed": 3}')
+    assert load_trace(_write(tmp_path / "t.npz", a)).meta == {"seed": 3}
+    a["meta"] = np.array(b"\xff{}")
+    with pytest.raises(TraceFormatError, match="key 'meta': a byte string that is not UTF-8"):
+        load_trace(_write(tmp_path / "u.npz", a))
