@@ -176,7 +176,11 @@ class ScoringPipeline(wiring.Component):
         m.d.comb += cfg_changed.eq((alpha_in != self.alpha) | (tau_in != self.tau))
 
         m.submodules.divider = div = DecayRateDivider()
-        tau_loaded = Signal(TAU_EFF_BITS)          # 0 at reset: never a valid tau
+        # all ones at reset: never a valid tau, and never tau_eff's reset value (0), so the rate is
+        # stale from the first cycle and an event offered at reset waits for the divider (reset to 0
+        # it matched tau_eff while alpha = tau = 0 were on the inputs: the event was taken at once,
+        # with alpha 0 and a zero decay rate)
+        tau_loaded = Signal(TAU_EFF_BITS, init=(1 << TAU_EFF_BITS) - 1)
         tau_pending = Signal(TAU_EFF_BITS)
         stale = Signal()
         was_busy = Signal()

@@ -216,12 +216,18 @@ class InOrderScoreboard:
             raise ScoreboardError(f"{self.name}: nothing was compared")
 
 
-def must_fail(check, what, log):
-    """A negative test's last step: ``check()`` must raise AssertionError (logged, first line), else
-    this raises naming ``what`` (the corruption the scoreboard missed)."""
+def must_fail(check, what, log, match: str = "mismatch"):
+    """A negative test's last step: ``check()`` must raise AssertionError whose message says it
+    found the corruption (``match``, a regular expression; default: a mismatch), logged with its first
+    line; else this raises naming ``what`` (the corruption the scoreboard missed). A check that failed
+    for another reason (nothing compared, nothing produced) has not shown it can catch a corruption."""
+    import re
     try:
         check()
     except AssertionError as exc:
+        if not re.search(match, str(exc)):
+            raise AssertionError(f"{check.__name__}() failed, but not on {what} (no '{match}' in its "
+                                 f"message): {str(exc).splitlines()[0]}") from exc
         log.info("%s failed as it must: %s", check.__name__, str(exc).splitlines()[0])
     else:
         raise AssertionError(f"{check.__name__}() passed despite {what}")

@@ -91,3 +91,29 @@ def test_a_hung_simulator_fails_its_test_and_is_killed(tmp_path):
     else:
         os.kill(pid, 9)
         raise AssertionError("the hung child outlived its timed-out test")
+
+
+def test_must_fail_needs_the_check_to_fail_on_the_corruption():
+    """A negative test passes only when the check fails because it found a mismatch: a check that
+    passes, or fails for another reason (nothing compared), has not shown it can catch anything."""
+    import logging
+
+    import pytest
+
+    from cxlkv.tb.common import must_fail
+    log = logging.getLogger("t")
+
+    def found():
+        raise AssertionError("sb: 1 mismatches of 40\n  #3: expected 1, got 2")
+
+    def empty():
+        raise AssertionError("sb: nothing was compared")
+
+    def passes():
+        pass
+    must_fail(found, "a corrupted prediction", log)
+    with pytest.raises(AssertionError, match="failed, but not on a corrupted prediction"):
+        must_fail(empty, "a corrupted prediction", log)
+    with pytest.raises(AssertionError, match=r"passes\(\) passed despite"):
+        must_fail(passes, "a corrupted prediction", log)
+    must_fail(empty, "an empty run", log, match="nothing was compared")

@@ -94,3 +94,35 @@ def test_tau_change_runs_the_divider_once():
     sim.run_until(1e-8 * 5_000)
     assert len(stalls) == 4, stalls
     assert all(2 * M.RATE_BITS <= s <= one_run + 4 for s in stalls), f"busy cycles per tau change: {stalls}"
+
+
+def test_an_event_at_the_first_clock_sees_the_sanitized_configuration():
+    """Straight out of reset with α = 0 and τ = 0 on the inputs (the registers' own reset values),
+    an event must still be scored with the sanitized α = 1 and τ = TAU_MIN, as the model does: the
+    configuration registers reset to those values, so the input waits for the divider's first run
+    (it was accepted at once, scored with α = 0 and a zero decay rate)."""
+    dut = ScoringPipeline(id_width=8)
+    ev = {"id": 1, "ema": 2, "sample": 60000, "update": 1, "last_step": 0, "cur_step": 1000}
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.alpha, 0)
+        ctx.set(dut.tau, 0)
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.i.payload, ev)
+        ctx.set(dut.i.valid, 1)
+        while True:
+            _, _, ready = await ctx.tick().sample(dut.i.ready)
+            if ready:
+                break
+        ctx.set(dut.i.valid, 0)
+        while not ctx.get(dut.o.valid):
+            await ctx.tick()
+        op = ctx.get(dut.o.payload)
+        got.append(M.ScoringOutput(int(op.id), int(op.ema), int(op.priority)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run_until(1e-8 * 2_000)
+    assert got == [M.score_event(M.ScoringInput(**ev), 0, 0)]

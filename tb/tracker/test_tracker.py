@@ -44,7 +44,7 @@ def bench_geometry() -> Geometry:
 
 
 class TrackerEnv:
-    def __init__(self, dut, cfg: T.TrackerConfig, *, corrupt_at=None, decode_lock=0):
+    def __init__(self, dut, cfg: T.TrackerConfig, *, corrupt_at=None, vcorrupt_at=None, decode_lock=0):
         self.dut = dut
         p = params()
         self.geom = bench_geometry()
@@ -62,8 +62,9 @@ class TrackerEnv:
         self.vq_pack, self.va_pack = Packer(g.vreq_layout()), Packer(g.vresp_layout())
         self.sb = InOrderScoreboard("tracker decisions")
         self.vsb = InOrderScoreboard("tracker victim answers")
-        self.corrupt_at = corrupt_at
+        self.corrupt_at, self.vcorrupt_at = corrupt_at, vcorrupt_at
         self.accepted = self.emitted = self.vaccepted = self.vemitted = 0
+        self.va_spurious = 0               # cycles with victim_resp.valid high and no answer owed
         self.cycles = 0
         self.first_accept = self.last_accept = None
         self.codes = []                    # DUT decisions of events as policy.replay victim codes
@@ -240,7 +241,10 @@ class TrackerEnv:
                 self.accepted += 1
             if self.vq_port.valid.value and self.vq_port.ready.value:
                 moved = True
-                self.vsb.expect(self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value))))
+                exp = self.expected_answer(self.vq_pack.unpack(int(self.vq_port.payload.value)))
+                if self.vaccepted == self.vcorrupt_at:
+                    exp = exp[:-1] + (exp[-1] ^ 1,)
+                self.vsb.expect(exp)
                 self.vaccepted += 1
             if self.dec_port.valid.value and self.dec_port.ready.value:
                 moved = True
@@ -256,6 +260,8 @@ class TrackerEnv:
                 acc[0] += self.cycles - self.accept_cycles[self.emitted]
                 acc[1] += 1
                 self.emitted += 1
+            if self.va_port.valid.value and self.vemitted >= self.vaccepted:
+                self.va_spurious += 1      # an answer nobody asked for (seen even while ready is low)
             if self.va_port.valid.value and self.va_port.ready.value:
                 moved = True
                 o = self.va_pack.unpack(int(self.va_port.payload.value))
@@ -311,8 +317,9 @@ class TrackerEnv:
 
     def check(self):
         self.sb.check()
-        if self.vaccepted:
+        if self.vaccepted or self.vemitted:        # a run without victim requests must see no answer
             self.vsb.check()
+        assert not self.va_spurious, f"victim_resp.valid high in {self.va_spurious} cycle(s) with no answer owed"
         self.check_counters()
         self.check_memory()
 
@@ -810,6 +817,23 @@ async def test_scoreboard_catches_corruption(dut):
     await drive_stream(dut.clk, env.ev_port, env.ev_pack, trace_events(trace)[:400], rng)
     await env.drain()
     env.sb.assert_caught_one(index=200, log=dut._log)
+
+
+@cocotb.test()
+async def test_victim_scoreboard_catches_corruption(dut):
+    """Negative test of the victim answers' scoreboard: one flipped bit in the model's 3rd answer
+    must be reported, exactly it."""
+    trace = tracegen.synth("mixed", n_layers=2, n_kv_heads=2, prefill=32, steps=16, seed=3)
+    env = TrackerEnv(dut, T.TrackerConfig.from_params(P.make_params("hw"), 4), vcorrupt_at=2)
+    rng = test_rng()
+    await env.start(meta_ready=0.8)
+    cocotb.start_soon(drive_ready(dut.clk, env.dec_port, rng))
+    cocotb.start_soon(drive_ready(dut.clk, env.va_port, rng, ready_prob=0.6, burst=2))
+    await drive_stream(dut.clk, env.ev_port, env.ev_pack, trace_events(trace)[:200], rng)
+    reqs = [{"layer": q // 2, "head": q % 2} for q in (0, 1, 2, 3, 0, 3)]
+    await drive_stream(dut.clk, env.vq_port, env.vq_pack, reqs, rng, idle=0.3)
+    await env.drain()
+    env.vsb.assert_caught_one(index=2, log=dut._log)
 
 
 @cocotb.test()
