@@ -446,4 +446,4 @@ async def test_scoreboard_catches_a_wrong_decision_byte(dut):
     env.corrupt_at = env.n_expected + 3 + 8 * 2 + 4          # the flags of the third decision
     await env.send(proto.encode_events(env.random_records(4).tobytes()))
     await env.drain()
-    assert len(env.sb.mismatches) == 1 and env.sb.mismatches[0].index == env.corrupt_at, env.sb.mismatches
+    env.sb.assert_caught_one(index=env.corrupt_at, log=dut._log)
