@@ -4,8 +4,9 @@ One clocked loop per simulation (cheaper than a coroutine per port) that, every 
 
 * **drives** the M2S channels (``m2s_req``, ``m2s_rwd``, ``m2s_birsp``) from per-channel queues, an item
   held until taken, a random gap after each (``idle``), and the S2M ``ready`` of ``s2m_ndr``, ``s2m_drs``,
-  ``s2m_bisnp`` with random bursts of backpressure (``ready_prob``); ``route`` and ``decision`` are
-  always ready, ``event`` and ``hint`` idle;
+  ``s2m_bisnp`` with random bursts of backpressure (``ready_prob``), and so the ``ready`` of the
+  top's ``route`` and ``decision`` streams (not checked here: the top's other benches check them), so
+  that their stalls reach the CXL.mem side; ``event`` and ``hint`` idle;
 * **monitors** (ReadOnly) every handshake on those ports and on the BI-snoop engine instance's own
   channels inside the top (Verilator hierarchy, ``--public-flat-rw`` from cocotb's runner): the engine's
   accepted inputs (M2S Req/RwD/BIRsp, policy; its ``tick``) go through ``cxlkv.models.bisnoop.BISnoopModel``
@@ -50,6 +51,8 @@ from cxlkv.tb.common import AxiLiteTransport, InOrderScoreboard, Packer, StreamP
 #: the top's CXL.mem channels (BISnoopEngine layouts, 512-bit data)
 M2S = ("m2s_req", "m2s_rwd", "m2s_birsp")
 S2M = ("s2m_ndr", "s2m_drs", "s2m_bisnp")
+#: the top's streams of routes and decisions: backpressured like S2M, their contents not checked here
+OBSERVED = ("route", "decision")
 DW = 512
 #: the engine outputs compared with the model in situ (its DRS data comes from the data path)
 ENGINE_CHECKED = ("s2m_ndr", "s2m_bisnp", "policy_rsp", "error")
@@ -132,8 +135,8 @@ class CxlEnv:
         self._wire = {ch: None for ch in M2S}
         self._valid = {ch: 0 for ch in M2S}
         self._gap = {ch: 0 for ch in M2S}
-        self._ready = {ch: 1 for ch in S2M}
-        self._hold = {ch: 0 for ch in S2M}
+        self._ready = {ch: 1 for ch in S2M + OBSERVED}
+        self._hold = {ch: 0 for ch in S2M + OBSERVED}
         self.ready_prob, self.idle, self.max_delay = ready_prob, idle, max_delay
         self.inbox = {ch: [] for ch in S2M}
         self._last_due = {ch: 0 for ch in S2M}
@@ -347,8 +350,8 @@ class CxlEnv:
                         self._valid[ch] = 0
                     if self._gap[ch]:
                         self._gap[ch] -= 1
-            # S2M backpressure
-            for ch in S2M:
+            # S2M backpressure, and the observed streams'
+            for ch in S2M + OBSERVED:
                 if self._hold[ch]:
                     self._hold[ch] -= 1
                     r = 0 if self._hold[ch] else 1
@@ -358,7 +361,7 @@ class CxlEnv:
                 else:
                     r = 1
                 if r != self._ready[ch]:
-                    ports[ch].ready.value = r
+                    (ports[ch].ready if ch in S2M else getattr(dut, f"{ch}__ready")).value = r
                     self._ready[ch] = r
             # deliver due messages to the host
             for ch in S2M:
@@ -387,9 +390,9 @@ class CxlEnv:
                 if self._ready[ch] and ports[ch].valid.value:
                     msg = packers[ch].unpack(int(ports[ch].payload.value))
                     self._output(ch, msg)
-            if route_v.value:
+            if route_v.value and self._ready["route"]:
                 self.seen["routes"] += 1
-            if dec_v.value:
+            if dec_v.value and self._ready["decision"]:
                 self.seen["decisions"] += 1
             # the evict gate: a new victim entry, or the grant (the gate ignores answers in both cycles)
             erv, err_, erpl = self.evict_req
