@@ -143,10 +143,17 @@ class PrefetchEngine(wiring.Component):
         token = Signal()
         m.d.comb += token.eq((self.rate_issues == 0) | (period_issued < self.rate_issues))
         free_any = Signal()
-        free_tag = Signal(self.tag_bits)
+        lowest_free = Signal(self.tag_bits)
         for t in reversed(range(F)):                   # lowest free tag wins
             with m.If(~tv[t]):
-                m.d.comb += [free_any.eq(1), free_tag.eq(t)]
+                m.d.comb += [free_any.eq(1), lowest_free.eq(t)]
+        # a fetch offered and not taken keeps its tag until taken (a completion can free a lower
+        # one meanwhile): the payload stays stable while valid and not ready. The held tag stays
+        # free, since only a taken fetch allocates one.
+        held = Signal()
+        held_tag = Signal(self.tag_bits)
+        free_tag = Signal(self.tag_bits)
+        m.d.comb += free_tag.eq(Mux(held, held_tag, lowest_free))
         fire = Signal()
         m.d.comb += [
             self.fetch.valid.eq(s2_valid & token & free_any),
@@ -155,6 +162,7 @@ class PrefetchEngine(wiring.Component):
             self.fetch.payload.tag.eq(free_tag),
             fire.eq(self.fetch.valid & self.fetch.ready),
         ]
+        m.d.sync += [held.eq(self.fetch.valid & ~self.fetch.ready), held_tag.eq(free_tag)]
         with m.If(fire):
             for t in range(F):
                 with m.If(free_tag == t):

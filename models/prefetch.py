@@ -161,6 +161,7 @@ class PrefetchEngine:
     period_count: int = 0
     period_issued: int = 0
     counters: dict = field(default=None)
+    held_tag: int | None = None  #: the tag of a fetch offered and not taken: kept until it is taken
 
     def __post_init__(self):
         if self.newest is None:
@@ -186,7 +187,7 @@ class PrefetchEngine:
         token = cfg.rate_issues == 0 or self.period_issued < cfg.rate_issues
         free = [t for t, e in enumerate(self.inflight) if e is None]
         c["fetch_valid"] = int(self.s2 is not None and token and bool(free))
-        c["fetch_tag"] = free[0] if free else 0
+        c["fetch_tag"] = self.held_tag if self.held_tag is not None else free[0] if free else 0
         fire = c["fetch_valid"] and i.fetch_ready
         c["fire"] = fire
         # the lookup port: C0 offered while the lookup queue has room
@@ -248,6 +249,7 @@ class PrefetchEngine:
         if c["fire"]:
             self.inflight[c["fetch_tag"]] = self.s2
             self._count("prefetches")
+        self.held_tag = c["fetch_tag"] if c["fetch_valid"] and not c["fire"] else None
         if c["dup_res"]:
             self._count("skip_resident")
         if c["dup_inf"]:

@@ -4,7 +4,11 @@ Every cycle the bench drives all inputs, samples them and every output in the
 ReadOnly phase, asks the model what the outputs must be for those inputs, and
 ticks the model. Three in-order scoreboards compare: the fetch commands and the
 tracker inserts (transactions, on their handshakes) and a per-cycle snapshot of
-every other output (ready, lookup port, valids, all eleven counters).
+every other output (ready, lookup port, valids, all eleven counters). The
+handshakes alone cannot see a payload that changes while its stream is stalled,
+so a stall monitor per output stream (fetch, ins, chk) checks the stream rule:
+once valid is high and ready low, valid stays high and the payload stays the
+same until the handshake.
 
 The environment around the engine is modelled too: a tracker with an LRU fast
 tier of ``CAPACITY`` entries per queue (it answers lookups in order after a random
@@ -14,6 +18,7 @@ mover that completes fetches after a random latency, out of order.
 Environment: CXLKV_EVENTS (accesses of the random test, default 6000), CXLKV_SEED.
 """
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import cocotb
 from cocotb.clock import Clock
@@ -49,8 +54,77 @@ class Tracker:
         return False
 
 
+@dataclass
+class StallViolation:
+    index: int          #: which checked cycle (the cycles that followed a stalled one, counted from 0)
+    cycle: int
+    held: tuple         #: the payload offered when the stall began
+    seen: object        #: the payload seen in this cycle, or "valid dropped"
+
+
+class StallMonitor:
+    """The stream rule on one output: in a cycle that follows one with valid high and ready low,
+    valid must still be high and the payload must be the one offered when the stall began.
+
+    Compares with the payload held since the stall's first cycle (not with the previous cycle's), so
+    one wrong cycle is one violation. ``corrupt_at`` is a
+    negative test's hook: the payload seen in that checked cycle is altered (its first field) as a
+    DUT changing it would, and must be the one violation reported.
+    """
+
+    def __init__(self, name, corrupt_at=None, keep=20):
+        self.name = name
+        self.corrupt_at = corrupt_at
+        self.keep = keep
+        self.held = None            # the payload of the stall in progress (None: not stalled)
+        self.checked = 0            # cycles that followed a stalled cycle
+        self.stalled = 0            # cycles with valid high and ready low (backpressure coverage)
+        self.handshakes = 0
+        self.errors = 0
+        self.violations = []
+
+    def observe(self, cycle, valid, ready, payload):
+        if self.held is not None:
+            if self.checked == self.corrupt_at:
+                payload = (payload[0] ^ 1,) + tuple(payload[1:])
+            if not valid or payload != self.held:
+                self.errors += 1
+                if len(self.violations) < self.keep:
+                    self.violations.append(StallViolation(self.checked, cycle, self.held,
+                                                          payload if valid else "valid dropped"))
+            self.checked += 1
+        if valid and not ready:
+            self.stalled += 1
+            if self.held is None:
+                self.held = payload
+        else:
+            self.held = None
+            self.handshakes += int(bool(valid))
+
+    def check(self):
+        if self.errors:
+            first = "; ".join(f"#{v.index} (cycle {v.cycle}): held {v.held}, then {v.seen}"
+                              for v in self.violations[:5])
+            raise AssertionError(f"{self.name}: {self.errors} stalled cycles broke the stream rule "
+                                 f"(payload changed or valid dropped before the handshake): {first}")
+
+    def assert_caught_one(self, index, log=None):
+        """Negative-test check: exactly one violation, at checked cycle ``index``, and check() fails."""
+        if self.errors != 1 or self.violations[0].index != index:
+            raise AssertionError(f"{self.name}: expected exactly one violation at #{index}, saw {self.errors}"
+                                 f"{' at #%d' % self.violations[0].index if self.violations else ''}")
+        try:
+            self.check()
+        except AssertionError as exc:
+            if log is not None:
+                log.info("stall monitor failed as it must: %s", str(exc)[:200])
+        else:
+            raise AssertionError(f"{self.name}: check() passed despite a corrupted payload")
+
+
 class PrefetchEnv:
-    def __init__(self, dut, rng, corrupt_fetch_at=None):
+    def __init__(self, dut, rng, corrupt_fetch_at=None, corrupt_ins_at=None, corrupt_cycle_at=None,
+                 corrupt_stall_at=None):
         self.dut = dut
         self.rng = rng
         prm = params()
@@ -70,6 +144,13 @@ class PrefetchEnv:
         self.sb_ins = InOrderScoreboard("prefetch.insert")
         self.sb_cycle = InOrderScoreboard("prefetch.cycle")
         self.corrupt_fetch_at = corrupt_fetch_at
+        self.corrupt_ins_at = corrupt_ins_at
+        self.corrupt_cycle_at = corrupt_cycle_at
+        # the tag included: a completion that frees a lower tag while fetch is stalled must not change it
+        self.stall_fetch = StallMonitor("prefetch.fetch stall", corrupt_stall_at)
+        self.stall_ins = StallMonitor("prefetch.insert stall", corrupt_stall_at)
+        self.stall_chk = StallMonitor("prefetch.lookup stall", corrupt_stall_at)
+        self.acc_gaps = 0                # cycles with accesses left to offer and acc.valid low
         self.tracker = Tracker()
         self.pending = None              # the access being offered: (queue, pos, write)
         self.accesses = iter(())
@@ -194,16 +275,27 @@ class PrefetchEnv:
         if act.fetch_valid and inp.fetch_ready:
             self.sb_fetch.actual((act.fetch_queue, act.fetch_pos, act.fetch_tag))
         if exp.ins_valid and inp.ins_ready:
-            self.sb_ins.expect((exp.ins_queue, exp.ins_pos))
+            e = (exp.ins_queue, exp.ins_pos)
+            if self.sb_ins.compared + len(self.sb_ins.expected) == self.corrupt_ins_at:
+                e = (e[0], e[1] ^ 1)
+            self.sb_ins.expect(e)
         if act.ins_valid and inp.ins_ready:
             self.sb_ins.actual((act.ins_queue, act.ins_pos))
         # everything else, every cycle (payloads only where they are valid)
         def snap(o: M.Outputs, idle, counters):
             return (o.acc_ready, o.chk_valid, (o.chk_queue, o.chk_pos) if o.chk_valid else None, o.rsp_ready,
                     o.fetch_valid, o.cpl_ready, o.ins_valid, idle, counters)
-        self.sb_cycle.expect((self.cycles, snap(exp, model.idle, tuple(model.counters[k] for k in M.COUNTERS))))
+        e = snap(exp, model.idle, tuple(model.counters[k] for k in M.COUNTERS))
+        if self.sb_cycle.compared + len(self.sb_cycle.expected) == self.corrupt_cycle_at:
+            e = (1 - e[0],) + e[1:]      # one field of one cycle: acc.ready
+        self.sb_cycle.expect((self.cycles, e))
         self.sb_cycle.actual((self.cycles, snap(act, int(d.idle.value),
                                                 tuple(int(getattr(d, k).value) for k in M.COUNTERS))))
+        # the stream rule while stalled (the handshakes above see only the payload that is taken)
+        self.stall_fetch.observe(self.cycles, act.fetch_valid, inp.fetch_ready,
+                                 (act.fetch_queue, act.fetch_pos, act.fetch_tag))
+        self.stall_ins.observe(self.cycles, act.ins_valid, inp.ins_ready, (act.ins_queue, act.ins_pos))
+        self.stall_chk.observe(self.cycles, act.chk_valid, inp.chk_ready, (act.chk_queue, act.chk_pos))
         return act
 
     def _react(self, inp: M.Inputs, act: M.Outputs):
@@ -237,6 +329,8 @@ class PrefetchEnv:
         await ReadOnly()
         self.cycles += 1
         inp = self._sample()
+        if not self.exhausted and not inp.acc_valid:
+            self.acc_gaps += 1
         act = self._compare(inp)
         self.model.tick(self.cfg, inp)
         self._react(inp, act)
@@ -265,15 +359,27 @@ class PrefetchEnv:
         self.acc_prob = 1.0
 
     def check(self):
-        """Every scoreboard's verdict (the per-cycle one first: it names the first diverging cycle)."""
+        """Every scoreboard's and stall monitor's verdict (the per-cycle one first: it names the first
+        diverging cycle)."""
         problems = []
-        for sb in (self.sb_cycle, self.sb_fetch, self.sb_ins):
+        for sb in (self.sb_cycle, self.sb_fetch, self.sb_ins, self.stall_fetch, self.stall_ins, self.stall_chk):
             try:
                 sb.check()
             except AssertionError as exc:
                 problems.append(str(exc))
         if problems:
             raise AssertionError("\n".join(problems))
+
+
+def assert_backpressure_seen(env):
+    """The stimulus stalled every output stream and left gaps on the access input (else the stall
+    monitors checked nothing and the handshakes were never delayed)."""
+    mons = (env.stall_fetch, env.stall_ins, env.stall_chk)
+    env.dut._log.info("backpressure: %s; acc gaps %d", ", ".join(
+        f"{m.name} {m.stalled} stalled / {m.handshakes} taken" for m in mons), env.acc_gaps)
+    for m in mons:
+        assert m.stalled > 0 and m.checked > 0, f"{m.name}: the stream was never stalled"
+    assert env.acc_gaps > 0, "acc: no cycle without a valid access"
 
 
 def random_accesses(rng, n, n_queues, span, write_frac=0.3):
@@ -319,7 +425,8 @@ CONFIGS = [
 
 @cocotb.test()
 async def test_random_backpressure(dut):
-    """Random accesses, every configuration, backpressure on fetch and insert, out-of-order completions."""
+    """Random accesses, every configuration, backpressure on fetch, insert and lookup ports, gaps on the
+    access input, out-of-order completions; asserts every output stream was stalled."""
     rng = test_rng()
     env = PrefetchEnv(dut, rng)
     await env.start()
@@ -327,10 +434,12 @@ async def test_random_backpressure(dut):
     nq = min(4, 1 << env.qb)
     per = max(1, n // len(CONFIGS))
     for k, cfg in enumerate(CONFIGS):
-        env.acc_prob = rng.choice((1.0, 0.7))
-        env.fetch_ready_prob = rng.choice((1.0, 0.6))
-        env.ins_ready_prob = rng.choice((1.0, 0.5))
-        env.chk_ready_prob = rng.choice((1.0, 0.6))
+        # odd configurations draw full rate or backpressure per port; even ones always have
+        # backpressure and input gaps, so every seed exercises both
+        env.acc_prob = rng.choice((1.0, 0.7)) if k % 2 else 0.7
+        env.fetch_ready_prob = rng.choice((1.0, 0.6)) if k % 2 else 0.6
+        env.ins_ready_prob = rng.choice((1.0, 0.5)) if k % 2 else 0.5
+        env.chk_ready_prob = rng.choice((1.0, 0.6)) if k % 2 else 0.6
         env.lookup_latency = rng.choice(((1, 1), (1, 4), (2, 9)))
         await env.run(random_accesses(rng, per, nq, 24) + (edge_accesses(env.pw, 1 << env.qb) if k == 0 else []), cfg)
         await env.drain()
@@ -339,6 +448,7 @@ async def test_random_backpressure(dut):
     env.check()
     c = env.model.counters
     dut._log.info("random: %d accesses, %d cycles, counters %s", env.accepted, env.cycles, c)
+    assert_backpressure_seen(env)
     for name in ("requests", "drops", "lookups", "skip_resident", "skip_inflight", "prefetches", "inserts",
                  "stall_cycles"):
         assert c[name] > 0, f"stimulus never exercised '{name}'"
@@ -405,16 +515,22 @@ async def test_overflow_rate_and_bad_completions(dut):
 
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test: one corrupted fetch prediction (the 40th) must be reported, and only it."""
+    """Negative test, one corruption per check in one run: the 40th predicted fetch, the 30th
+    predicted insert, acc.ready in the 500th cycle's predicted snapshot, and the payload seen in the
+    25th checked stalled cycle of each output stream. Each check must report its corruption, and only it."""
     rng = test_rng()
-    env = PrefetchEnv(dut, rng, corrupt_fetch_at=40)
+    env = PrefetchEnv(dut, rng, corrupt_fetch_at=40, corrupt_ins_at=30, corrupt_cycle_at=500, corrupt_stall_at=25)
     await env.start()
+    env.acc_prob, env.fetch_ready_prob, env.ins_ready_prob, env.chk_ready_prob = 0.8, 0.6, 0.5, 0.6
     await env.run(random_accesses(rng, 600, 2, 16), M.PrefetchConfig(window=3, trigger_all=1))
     await env.drain()
-    assert env.sb_fetch.compared > 40
-    env.sb_ins.check()
-    env.sb_cycle.check()
+    assert env.sb_fetch.compared > 40 and env.sb_ins.compared > 30 and env.sb_cycle.compared > 500
     env.sb_fetch.assert_caught_one(index=40, log=dut._log)
+    env.sb_ins.assert_caught_one(index=30, log=dut._log)
+    env.sb_cycle.assert_caught_one(index=500, log=dut._log)
+    for m in (env.stall_fetch, env.stall_ins, env.stall_chk):
+        assert m.checked > 25, f"{m.name}: only {m.checked} stalled cycles checked"
+        m.assert_caught_one(index=25, log=dut._log)
 
 
 @cocotb.test()
