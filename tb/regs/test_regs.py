@@ -5,6 +5,8 @@ register-file model, as are the configuration outputs after every write;
 hardware inputs, sticky events and the external window are driven at random.
 Environment: CXLKV_REG_OPS (random transactions, default 4000), CXLKV_SEED.
 """
+import random
+
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
@@ -244,6 +246,18 @@ async def test_random_traffic(dut):
     env = RegsEnv(dut)
     rng = env.rng
     await env.start()
+    # gaps on the master's AW, W and AR valids, backpressure on its B and R readies (cocotbext-axi's
+    # pause generators: True pauses the channel for a clock); their own random stream, from the seed
+    pause_rng = random.Random(rng.getrandbits(32))
+
+    def pauses(p):
+        while True:
+            yield pause_rng.random() < p
+    m = env.master
+    for ch in (m.write_if.aw_channel, m.write_if.w_channel, m.read_if.ar_channel):
+        ch.set_pause_generator(pauses(0.2))
+    for ch in (m.write_if.b_channel, m.read_if.r_channel):
+        ch.set_pause_generator(pauses(0.4))
     n = env_int("CXLKV_REG_OPS", 4000)
     for i in range(n):
         r = rng.random()
