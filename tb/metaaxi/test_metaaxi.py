@@ -192,7 +192,7 @@ async def test_pending_write_limit(dut):
 @cocotb.test()
 async def test_error_and_protocol_responses(dut):
     """SLVERR read data arrives as 0 (rd_errors), DECERR B counts (wr_errors); a B and an R that
-    nothing waits for are dropped and counted (protocol_errors)."""
+    nothing waits for, and an R beat without RLAST, are dropped and counted (protocol_errors)."""
     env = Env(dut)
     await env.start()
     await _beat(dut, "b", id=0, resp=M.RESP_OKAY)                   # nothing pending
@@ -208,10 +208,19 @@ async def test_error_and_protocol_responses(dut):
     cocotb.start_soon(_slave_accept(dut, "m_axi__wvalid", "m_axi__wready"))
     await env.tracker_write(9, 1)
     await _beat(dut, "b", id=0, resp=M.RESP_DECERR)
+    # an R beat without RLAST (the master issues single beats): dropped and counted, never delivered;
+    # the read still outstanding takes the next beat, a proper one
+    assert await env.tracker_read(10) == 0
+    env.rd_sb.expect(M.read_data(0x77, M.RESP_OKAY))
+    await _beat(dut, "r", id=0, data=0xBAD, resp=M.RESP_OKAY, last=0)
+    await ReadOnly()
+    assert int(dut.protocol_errors.value) == 3
+    await RisingEdge(dut.clk)
+    await _beat(dut, "r", id=0, data=0x77, resp=M.RESP_OKAY, last=1)
     await RisingEdge(dut.clk)
     env.rd_sb.check()
     assert int(dut.rd_errors.value) == 1 and int(dut.wr_errors.value) == 1
-    assert int(dut.protocol_errors.value) == 2
+    assert int(dut.protocol_errors.value) == 3
 
 
 @cocotb.test()
