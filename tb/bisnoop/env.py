@@ -23,7 +23,7 @@ from cxlkv.tb.common import InOrderScoreboard, Packer, StreamPort, params
 
 
 class BISnoopEnv:
-    def __init__(self, dut, rng, corrupt_at=None):
+    def __init__(self, dut, rng, corrupt_at=None, corrupt_each_from=None):
         self.dut, self.rng = dut, rng
         self.cfg = {**M.SCENARIO_CONFIG, **params()}
         self.dw = self.cfg["data_width"]
@@ -39,6 +39,11 @@ class BISnoopEnv:
         self.accepted = 0
         self.first_accept = self.last_accept = None
         self.corrupt_at = corrupt_at        # negative test: damage one model prediction
+        # negative test of every channel's scoreboard: damage each channel's first prediction made
+        # at or after overall prediction ``corrupt_each_from``; corrupted[ch] = its index on ch
+        self.corrupt_each_from = corrupt_each_from
+        self.corrupted = {}
+        self.per_channel = {ch: 0 for ch in M.OUT_CHANNELS}
         self.predicted = 0
         self._hold = {ch: 0 for ch in M.IN_CHANNELS}
 
@@ -97,10 +102,15 @@ class BISnoopEnv:
 
     def _expect(self, outputs):
         for ch, msg in outputs:
-            if self.predicted == self.corrupt_at:
-                key = "tag" if "tag" in msg else ("bitag" if "bitag" in msg else "data")
+            each = (self.corrupt_each_from is not None and self.predicted >= self.corrupt_each_from
+                    and ch not in self.corrupted)
+            if self.predicted == self.corrupt_at or each:
+                key = next(k for k in ("tag", "bitag", "data", "addr") if isinstance(msg.get(k), int))
                 msg = dict(msg, **{key: msg[key] ^ 1})
+                if each:
+                    self.corrupted[ch] = self.per_channel[ch]
             self.predicted += 1
+            self.per_channel[ch] += 1
             self.sb[ch].expect(msg)
 
     async def _monitor(self):

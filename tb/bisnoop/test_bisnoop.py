@@ -159,6 +159,23 @@ async def test_scoreboard_catches_corruption(dut):
 
 
 @cocotb.test()
+async def test_each_channels_scoreboard_catches_corruption(dut):
+    """Negative test per output channel: each channel's first prediction from the 40th on is
+    corrupted; every channel that carried one reports exactly its own, and the channels a host run
+    exercises (DRS, NDR, BISnp) are among them."""
+    env = BISnoopEnv(dut, test_rng(), corrupt_each_from=40)
+    await env.start()
+    await env.clean_slate()
+    env.predicted = 0
+    env.per_channel = dict.fromkeys(env.per_channel, 0)
+    await _host_run(dut, env, 400, ready_prob=1.0)
+    assert {"s2m_drs", "s2m_ndr", "s2m_bisnp"} <= set(env.corrupted), env.corrupted
+    for ch, index in env.corrupted.items():
+        env.sb[ch].assert_caught_one(index=index, log=dut._log)
+    dut._log.info("corrupted and caught per channel: %s", env.corrupted)
+
+
+@cocotb.test()
 async def test_status_clear_and_irq(dut):
     env = BISnoopEnv(dut, test_rng())
     await env.start()
