@@ -10,6 +10,8 @@ compared with the model's.
 Environment: CXLKV_EVENTS (accesses per configuration of the random test, default 6000),
 CXLKV_THROUGHPUT_ACCESSES (default 20000), CXLKV_SEED.
 """
+from dataclasses import replace
+
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
@@ -24,7 +26,7 @@ TRACES = __import__("pathlib").Path(__file__).resolve().parents[2] / "traces"
 
 
 class HdmEnv:
-    def __init__(self, dut, rng, cfg, corrupt_event_at=None):
+    def __init__(self, dut, rng, cfg, corrupt_event_at=None, corrupt_route_at=None):
         self.dut, self.rng = dut, rng
         prm = params()
         self.geom = M.HdmGeometry(**prm)
@@ -39,6 +41,7 @@ class HdmEnv:
         self.sb_ev = InOrderScoreboard("hdm.event")
         self.sb_rt = InOrderScoreboard("hdm.route")
         self.corrupt_event_at = corrupt_event_at
+        self.corrupt_route_at = corrupt_route_at
         self.events_expected = 0
         self.events_seen = []            # the block's events, as sent
         self.cycles = 0
@@ -84,6 +87,8 @@ class HdmEnv:
             if self.acc.valid.value and self.acc.ready.value:
                 a = M.Access(**self.acc_pack.unpack(int(self.acc.payload.value)))
                 route, ev = self.model.access(a)
+                if self.accepted == self.corrupt_route_at:         # accepted: this route's index
+                    route = replace(route, tag=route.tag ^ 1)
                 self.sb_rt.expect(route)
                 if ev is not None:
                     if self.events_expected == self.corrupt_event_at:
@@ -347,17 +352,21 @@ async def test_replay_trace_line0(dut):
 
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test: one flipped sample bit in the 100th predicted event is reported, and only it."""
+    """Negative test, both scoreboards in one run: one flipped sample bit in the 100th predicted event
+    and one flipped tag bit in the 300th predicted route are reported, each by its own scoreboard, and
+    only they (with backpressure on both outputs, so the corruptions are caught under stalls too)."""
     rng = test_rng()
     geom = M.HdmGeometry(**params())
     cfg = configs(geom)[0]
-    env = HdmEnv(dut, rng, cfg, corrupt_event_at=100)
+    env = HdmEnv(dut, rng, cfg, corrupt_event_at=100, corrupt_route_at=300)
+    env.ev_ready_prob, env.rt_ready_prob = 0.7, 0.7
     await env.start()
     acc, hints, _ = random_traffic(rng, geom, cfg, 1500)
     await env.drive_independent(acc, hints)
     await env.drain()
-    env.sb_rt.check()
-    env.sb_ev.assert_caught_one(index=100, log=dut._log)
+    for sb, index in ((env.sb_ev, 100), (env.sb_rt, 300)):
+        assert not sb.expected, f"{sb.name}: {len(sb.expected)} predictions never arrived"
+        sb.assert_caught_one(index=index, log=dut._log)
 
 
 @cocotb.test()

@@ -41,7 +41,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cxlkv.hdl.tiermover import TierMoverLayouts
 from cxlkv.models import tiermover as M
 from cxlkv.tb.common import (InOrderScoreboard, Packer, ScoreboardError, StreamPort, drive_ready, drive_stream,
-                             env_int, offer, params, report_metric, test_rng)
+                             env_int, must_fail, offer, params, report_metric, test_rng)
 from cxlkv.tb.tiermover.memory import TierMemory
 
 
@@ -100,6 +100,17 @@ class AddrScoreboard:
             raise ScoreboardError(f"{self.name}: {len(bad)} line addresses differ\n" + "\n".join(bad[:5]))
         if not any(sb.compared for sb in self.sbs.values()):
             raise ScoreboardError(f"{self.name}: nothing was compared")
+
+    def assert_caught_one(self, key, index, log):
+        """Negative-test check: only line ``key`` differs, by exactly one mismatch at ``index``, and check()
+        fails on it."""
+        bad = [k for k, sb in self.sbs.items() if sb.errors or sb.expected]
+        if bad != [key]:
+            raise AssertionError(f"{self.name}: expected only {key} to differ, saw {len(bad)}: {bad[:5]}")
+        sb = self.sbs[key]
+        assert not sb.expected, f"{sb.name}: {len(sb.expected)} predictions never arrived"
+        sb.assert_caught_one(index)
+        must_fail(self.check, f"a corrupted access to {key}", log, match="line addresses differ")
 
 
 class Stimulus:
@@ -280,7 +291,7 @@ class Stimulus:
 class TierEnv:
     def __init__(self, dut, stim: Stimulus, rng, *, dram_latency=(2, 3), flash_latency=(6, 10), ready_prob=1.0,
                  cmd_idle=0.0, done_ready=1.0, grant_latency=(1, 6), manual_grants=False, rsp_ready=1.0,
-                 wdata_idle=0.0, wdata_late=0.0, rsp_block=0):
+                 wdata_idle=0.0, wdata_late=0.0, rsp_block=0, ereq_ready=1.0):
         self.dut, self.stim, self.cfg, self.rng = dut, stim, stim.cfg, rng
         self.host = HOST
         lay = TierMoverLayouts(self.cfg, self.host)
@@ -308,6 +319,7 @@ class TierEnv:
                                 name="flash", words=stim.flash0, rst=dut.rst,
                                 on_request=lambda w, a, d: self._mem("flash", w, a, d))
         self.cmd_idle, self.done_ready, self.grant_latency = cmd_idle, done_ready, grant_latency
+        self.ereq_ready = ereq_ready     # evict_req is a plain stream: the snoop engine may stall it
         self.manual_grants = manual_grants
         self.n_expected = 0
         self.cum = []                # per command: traffic of each kind up to and including it
@@ -321,6 +333,7 @@ class TierEnv:
         self.first_accept = None
         self.accepted = 0
         self.cmd_stalls = 0          # cycles with cmd valid and not ready, as the monitor saw them
+        self.ereq_stalls = 0         # cycles with evict_req valid and not ready
         self.last_done_cycle = None
 
     def _mem(self, port, write, addr, data):
@@ -396,6 +409,7 @@ class TierEnv:
         if not self.manual_grants:
             cocotb.start_soon(self._grants())
         cocotb.start_soon(drive_ready(dut.clk, self.done_port, self.rng, self.done_ready, burst=3))
+        cocotb.start_soon(drive_ready(dut.clk, self.ereq_port, self.rng, self.ereq_ready, burst=3))
         if self.host:
             self.wdata_port.valid.value = 0
             self.rsp_port.ready.value = 0
@@ -420,6 +434,8 @@ class TierEnv:
                 if self.first_accept is None:
                     self.first_accept = self.cycle
                 self.accepted += 1
+            if int(self.ereq_port.valid.value) and not int(self.ereq_port.ready.value):
+                self.ereq_stalls += 1
             if int(self.ereq_port.valid.value) and int(self.ereq_port.ready.value):
                 pl = self.ereq_pack.unpack(int(self.ereq_port.payload.value))
                 self.sb["evict_req"].actual(pl)
@@ -463,7 +479,6 @@ class TierEnv:
 
     async def _grants(self):
         dut, rng = self.dut, self.rng
-        self.ereq_port.ready.value = 1
         while True:
             if not self.ereqs:
                 await RisingEdge(dut.clk)
@@ -538,11 +553,13 @@ class TierEnv:
                 return
         raise AssertionError(f"tier mover did not drain: {self.done_count} of {self.n_expected} done")
 
-    def check(self, *, counters=True):
+    def check(self, *, counters=True, scoreboards=True):
+        """Every scoreboard (``scoreboards``: the negative test checks its own), the ``done`` order, the
+        memories' contents and (``counters``) the counters against the model."""
         assert not self.early_done, f"done before all of the command's traffic: {self.early_done[:2]}"
-        if self.host:
+        if self.host and scoreboards:
             self.addr_sb.check()
-        for sb in self.sb.values():
+        for sb in self.sb.values() if scoreboards else ():
             if sb.name.endswith("evict_req") and not self.evict_idx and not self.n_ereq:
                 continue
             if not sb.compared and not sb.expected and not sb.unexpected:
@@ -561,8 +578,8 @@ class TierEnv:
 
 @cocotb.test()
 async def test_random(dut):
-    """Random tracker-like commands with hazards, memory stalls and latency jitter, done backpressure,
-    idle input cycles; every port's traffic, data and counters against the model."""
+    """Random tracker-like commands with hazards, memory stalls and latency jitter, done and evict_req
+    backpressure, idle input cycles; every port's traffic, data and counters against the model."""
     rng = test_rng()
     cfg = config()
     stim = Stimulus(cfg, rng, host=HOST, **({"p_bypass": 0.06} if HOST else {}))
@@ -571,7 +588,8 @@ async def test_random(dut):
     items = [stim.add(M.Command(stim.queues[0], 0, 0, inserted=1))]
     items += [stim.next() for _ in range(env_int("CXLKV_COMMANDS", 3000) - 1)]
     env = TierEnv(dut, stim, rng, dram_latency=(1, 6), flash_latency=(3, 14), ready_prob=0.75, cmd_idle=0.2,
-                  done_ready=0.7, grant_latency=(0, 12), rsp_ready=0.6, wdata_idle=0.2, wdata_late=0.05)
+                  done_ready=0.7, grant_latency=(0, 12), rsp_ready=0.6, wdata_idle=0.2, wdata_late=0.05,
+                  ereq_ready=0.6)
     env.expect(items)
     await env.start()
     await env.drive(items)
@@ -581,10 +599,11 @@ async def test_random(dut):
         assert int(getattr(dut, name).value) == 0, f"{name} = {int(getattr(dut, name).value)}"
     assert int(dut.err_status.value) == 0
     assert int(dut.stall_cycles.value) == env.cmd_stalls > 0
+    assert env.ereq_stalls > 0, "coverage: evict_req never waited"
     wait, d, f = int(dut.mem_wait_cycles.value), env.dram.stall_cycles, env.flash.stall_cycles
     assert max(d, f) <= wait <= d + f and wait > 0, (wait, d, f)     # cycles either port waited
-    dut._log.info("coverage %s; stall_cycles %d, mem_wait_cycles %d", stim.cover, int(dut.stall_cycles.value),
-                  int(dut.mem_wait_cycles.value))
+    dut._log.info("coverage %s; stall_cycles %d, mem_wait_cycles %d, evict_req waits %d", stim.cover,
+                  int(dut.stall_cycles.value), int(dut.mem_wait_cycles.value), env.ereq_stalls)
     missing = [k for k, v in stim.cover.items() if v == 0]
     assert not missing, f"coverage bins not hit: {missing}"
     for k, v in stim.cover.items():
@@ -634,17 +653,20 @@ async def test_protocol_errors(dut):
     C = M.Command
     items = [stim.add(C(1, 5, 0, inserted=1, write=1)),
              stim.add(C(1, 6, 0, inserted=1, victim_valid=1, victim=5))]
-    env = TierEnv(dut, stim, rng, manual_grants=True)
+    env = TierEnv(dut, stim, rng, manual_grants=True, ereq_ready=0.5)
     env.expect(items)
     await env.start()
-    env.ereq_port.ready.value = 1
     await env.grant(1, 5)                                  # nothing requested yet
     for _ in range(2):
         await RisingEdge(dut.clk)
     assert int(dut.grant_unexpected.value) == 1 and int(dut.err_status.value) == M.ERR_GRANT_UNEXPECTED
     await env.drive(items)
-    while not env.ereqs:
+    for _ in range(1000):                                  # bounded: a lost request must fail, not hang
+        if env.ereqs:
+            break
         await RisingEdge(dut.clk)
+    else:
+        raise AssertionError("no evict_req in 1000 cycles")
     await env.grant(1, 7)                                  # the wrong entry: counted, still waiting
     await env.grant(0, 5)
     for _ in range(3):
@@ -669,37 +691,50 @@ async def test_protocol_errors(dut):
     assert int(dut.grant_unexpected.value) == 1 and int(dut.grant_mismatch.value) == 2
 
 
+#: a corruption per scoreboard: one field of one predicted item, by one bit
+CORRUPT = {"done": lambda x: {**x, "position": x["position"] ^ 1},
+           "evict_req": lambda x: {**x, "position": x["position"] ^ 1},
+           "dram_read": lambda a: a ^ 1, "flash_read": lambda a: a ^ 1,
+           "dram_write": lambda x: (x[0], x[1] ^ 1), "flash_write": lambda x: (x[0], x[1] ^ 1),
+           "host_rsp": lambda x: {**x, "data": x["data"] ^ 1}}
+
+
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test: one corrupted predicted flash-write line is reported, exactly it (with host_ops: one
-    corrupted bit of a predicted host read's data on host_rsp)."""
+    """Negative test, every scoreboard in one run: one predicted item of each is corrupted (the middle
+    one: done, evict_req, DRAM reads, DRAM writes' data, flash reads, flash writes' data; with host_ops:
+    done, evict_req, a host read's data on host_rsp, and the data of one write to the line written most
+    in the per-line scoreboard), and each scoreboard reports exactly its one. Outputs see backpressure."""
     rng = test_rng()
     cfg = config()
     stim = Stimulus(cfg, rng, p_bad=0.0, p_bypass=0.0, host=HOST)
     items = [stim.next() for _ in range(300)]
-    env = TierEnv(dut, stim, rng, rsp_ready=0.7)
+    env = TierEnv(dut, stim, rng, done_ready=0.7, ereq_ready=0.7, rsp_ready=0.7)
     env.expect(items)
-    name = "host_rsp" if HOST else "flash_write"
-    sb = env.sb[name]
+    target = {}
+    for name, sb in env.sb.items():
+        at = range(len(sb.expected))
+        if name == "host_rsp":            # a read: a write's and a bad command's data is 0
+            at = [i for i in at if not sb.expected[i]["write"] and not sb.expected[i]["bad"]]
+        assert len(at) > 3, f"the run must produce {name} traffic"
+        target[name] = at[len(at) // 2]
+        sb.expected[target[name]] = CORRUPT[name](sb.expected[target[name]])
     if HOST:
-        reads = [i for i, x in enumerate(sb.expected) if not x["write"] and not x["bad"]]
-        assert len(reads) > 3, "the run must read"
-        target = reads[len(reads) // 2]
-        sb.expected[target] = {**sb.expected[target], "data": sb.expected[target]["data"] ^ 1}
-    else:
-        assert len(sb.expected) > 3, "the run must write back"
-        target = len(sb.expected) // 2
-        a, v = sb.expected[target]
-        sb.expected[target] = (a, v ^ 1)
+        lines = env.addr_sb.sbs
+        key = max(lines, key=lambda k: sum(x[0] == "w" for x in lines[k].expected))
+        writes = [i for i, x in enumerate(lines[key].expected) if x[0] == "w"]
+        assert len(writes) > 1, "the run must write a line more than once"
+        line_at = writes[len(writes) // 2]
+        lines[key].expected[line_at] = ("w", lines[key].expected[line_at][1] ^ 1)
     await env.start()
     await env.drive(items)
     await env.drain()
-    sb.assert_caught_one(target, log=dut._log)
-    for other_name, other in env.sb.items():
-        if other_name != name:
-            other.check()
+    for name, sb in env.sb.items():
+        assert not sb.expected, f"{sb.name}: {len(sb.expected)} predictions never arrived"
+        sb.assert_caught_one(target[name], log=dut._log)
     if HOST:
-        env.addr_sb.check()
+        env.addr_sb.assert_caught_one(key, line_at, dut._log)
+    env.check(scoreboards=False)         # and the rest holds: done order, contents, counters
 
 
 @cocotb.test(skip=not HOST)
