@@ -189,6 +189,9 @@ class InOrderScoreboard:
         """Negative-test check: exactly one mismatch (at ``index`` if given), and check() fails on it."""
         if self.errors != 1:
             raise AssertionError(f"{self.name}: expected exactly one mismatch, saw {self.errors}")
+        if self.expected:           # a lost output is another failure than the corruption's
+            raise AssertionError(f"{self.name}: {len(self.expected)} predictions never arrived, "
+                                 f"first {self.expected[0]}")
         if index is not None and self.mismatches[0].index != index:
             raise AssertionError(f"{self.name}: the mismatch is at {self.mismatches[0].index}, not {index}")
         try:

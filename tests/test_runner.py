@@ -117,3 +117,24 @@ def test_must_fail_needs_the_check_to_fail_on_the_corruption():
     with pytest.raises(AssertionError, match=r"passes\(\) passed despite"):
         must_fail(passes, "a corrupted prediction", log)
     must_fail(empty, "an empty run", log, match="nothing was compared")
+
+
+def test_assert_caught_one_wants_the_corruption_and_nothing_else():
+    import pytest
+
+    from cxlkv.tb.common import InOrderScoreboard
+
+    def board(expected, actual):
+        sb = InOrderScoreboard("sb")
+        for e in expected:
+            sb.expect(e)
+        for a in actual:
+            sb.actual(a)
+        return sb
+    board([1, 2, 3], [1, 9, 3]).assert_caught_one(index=1)
+    with pytest.raises(AssertionError, match="the mismatch is at 1, not 2"):
+        board([1, 2, 3], [1, 9, 3]).assert_caught_one(index=2)
+    with pytest.raises(AssertionError, match="1 predictions never arrived"):
+        board([1, 2, 3], [1, 9]).assert_caught_one(index=1)
+    with pytest.raises(AssertionError, match="expected exactly one mismatch, saw 0"):
+        board([1, 2], [1, 2]).assert_caught_one()
