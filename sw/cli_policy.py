@@ -119,10 +119,13 @@ def _replay(args):
     from cxlkv.models import prefetch as PF
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
+    asked = set(overrides)
     trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
-    own = P.policy_param_dict(args.policy, params)
-    ignored = sorted(set(overrides) - set(own))
+    own = list(P.policy_param_dict(args.policy, params)) + ["entry_bytes"]     # entry_bytes: every policy's bytes
+    if "window" in own:
+        own.append("prefetch_trigger_all")
+    ignored = sorted(asked - set(own))
     if ignored:         # a parameter of another policy would be ignored: say so rather than replay without it
         raise CxlkvError(f"{', '.join(ignored)}: not a parameter of policy '{args.policy}' (its parameters: "
                          f"{', '.join(own) or 'none'})")

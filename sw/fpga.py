@@ -659,7 +659,8 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     except OSError as exc:          # a file or directory the command cannot read or write
-        print(f"cxlkv: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"cxlkv: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

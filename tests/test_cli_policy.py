@@ -276,9 +276,19 @@ def test_param_help_states_the_model_defaults():
 def test_replay_refuses_a_parameter_its_policy_would_ignore(trace_file, capsys):
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
                      "--param", "hw_alpha=5"]) == 2
-    assert "hw_alpha: not a parameter of policy 'lru' (its parameters: none)" in capsys.readouterr().err
+    assert "hw_alpha: not a parameter of policy 'lru' (its parameters: entry_bytes)" in capsys.readouterr().err
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "ema", "--entries", "8",
                      "--param", "ema_tau=50"]) == 0
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
+                     "--param", "prefetch_trigger_all=0"]) == 2
+    assert "prefetch_trigger_all: not a parameter of policy 'lru'" in capsys.readouterr().err
+    # entry_bytes sizes every policy's bytes moved; the trigger goes with a prefetching policy
+    for policy in ("lru", "hw"):
+        assert cli.main(["policy", "replay", str(trace_file), "--policy", policy, "--entries", "8",
+                         "--param", "entry_bytes=128", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["bytes_moved"] % 128 == 0
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "hw", "--entries", "8",
+                     "--param", "prefetch_trigger_all=0"]) == 0
 
 
 def test_replay_per_queue_prints_a_table_without_json(trace_file, capsys):
