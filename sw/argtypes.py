@@ -13,28 +13,26 @@ def _int(text: str, base: int) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
 
 
+def _at_least(text: str, base: int, lo: int, rule: str) -> int:
+    v = _int(text, base)
+    if v < lo:
+        raise argparse.ArgumentTypeError(f"{v} {rule}")
+    return v
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (a baud rate, a count)."""
-    v = _int(text, 10)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
-    return v
+    return _at_least(text, 10, 1, "is not a positive integer")
 
 
 def nonneg_int(text: str) -> int:
     """An integer >= 0 (a seed)."""
-    v = _int(text, 10)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} is negative")
-    return v
+    return _at_least(text, 10, 0, "is negative")
 
 
 def address(text: str) -> int:
     """A non-negative integer in any base Python reads (0x100, 256)."""
-    v = _int(text, 0)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} is negative")
-    return v
+    return _at_least(text, 0, 0, "is negative")
 
 
 def positive_float(text: str) -> float:

@@ -124,6 +124,10 @@ class Device:
         """Read-modify-write of some fields of one register; out-of-range values raise ConfigError
         before anything is read or written."""
         self.check_fields(name, **fields)
+        await self._write_checked(name, fields)
+
+    async def _write_checked(self, name: str, fields: dict):
+        """The read-modify-write of :meth:`write_fields`, for fields :meth:`check_fields` passed."""
         reg = _reg(name)
         value = await self.read_reg(name) if reg.sw_writable else 0
         for fname, v in fields.items():
@@ -157,7 +161,7 @@ class Device:
         for reg, fields in by_reg.items():        # every value checked before the first write
             self.check_fields(reg, **fields)
         for reg, fields in by_reg.items():
-            await self.write_fields(reg, **fields)
+            await self._write_checked(reg, fields)
 
     async def config(self) -> dict:
         out = {}
@@ -349,8 +353,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
                           "the device's step counter is unsigned")
 
     # everything that can refuse the replay is asked before the device is changed
-    if not dev.t.can("accesses" if via == "hdm" else "events"):
-        raise dev.t.cannot("accesses" if via == "hdm" else "events")
+    stream = "accesses" if via == "hdm" else "events"
+    if not dev.t.can(stream):
+        raise dev.t.cannot(stream)
     if via == "hdm":
         from cxlkv.models import hdm as MH
         from cxlkv.sw.transport import access_records
@@ -372,7 +377,7 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
     await dev.write_fields("CONTROL", enable=0)
     await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
     for reg, fields in by_reg.items():
-        await dev.write_fields(reg, **fields)
+        await dev._write_checked(reg, fields)
     if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
         await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
                                rate_issues=0, exact=1, decode_only=0)

@@ -146,8 +146,9 @@ class Transport(abc.ABC):
         return getattr(type(self), stream) is not getattr(Transport, stream)
 
     def cannot(self, stream: str) -> TransportError:
-        """The error for a stream this transport cannot drive."""
-        what = {"events": "access events", "accesses": "HDM accesses", "lines": "host line data"}[stream]
+        """The error for the ``events`` or ``accesses`` stream this transport cannot drive (``lines``
+        has its own message)."""
+        what = {"events": "access events", "accesses": "HDM accesses"}[stream]
         return TransportError(f"the {self.name} transport cannot inject {what}: on hardware they come "
                               "from CXL.mem traffic (use --transport sim or model)")
 
