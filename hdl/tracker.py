@@ -64,11 +64,10 @@ AGE_BITS = S.AGE_BITS
 F_BITS = 24
 COUNTER_BITS = 32
 META_BITS = 64
-#: RTL-only counters: bad_events (layer/head beyond the geometry, prefetch into a queue without a
-#: step), mem_wait_cycles (waits on the metadata channels), pf_wait_cycles (a record waiting at
-#: accept behind a prefetch insert of its entry in flight), fwd_wait_cycles (a record waiting a
+#: RTL-only counters: mem_wait_cycles (waits on the metadata channels), pf_wait_cycles (a record
+#: waiting at accept behind a prefetch insert of its entry in flight), fwd_wait_cycles (a record waiting a
 #: cycle in the back end right behind the record it forwards from)
-COUNTERS = T.COUNTER_NAMES + ("bad_events", "mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
+COUNTERS = T.COUNTER_NAMES + ("mem_wait_cycles", "pf_wait_cycles", "fwd_wait_cycles")
 ADV_COPIES = 9           # copies of the pipeline's advance (Tracker.elaborate, adv_at)
 ADV_LIST_COPIES = 3      # ... of which the list stage's: the matrix; the keys and list word; the rest
 INFLIGHT = 32            # events between accept and retire (covers read latencies up to ~10)

@@ -368,7 +368,8 @@ class ControllerModel:
                 self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config())
         elif self.tracker is None:
             self.tracker = T.TrackerModel(self._config(), self.n_queues, self.n_positions, self.n_buckets,
-                                          max_budget=self.max_budget, select=self.tracker_select)
+                                          max_budget=self.max_budget, select=self.tracker_select,
+                                          n_kv_heads=self.n_kv_heads)
             self.newest = [0] * self.n_queues
             if self.tier_cfg is not None:
                 self.tiermover = TM.TierMoverModel(self.tier_cfg, host_ops=self.host_data)
@@ -554,27 +555,24 @@ class ControllerModel:
         tm, hdm = self.tracker, self.hdm
         tm.cfg = self._config()                 # configuration as the registers hold it now
         before, hdm_before = dict(tm.counters), dict(hdm.counters)
-        self._bad = 0
         try:
             yield
         finally:
             sources = {**COUNTER_SOURCES, **(PREFETCH_SOURCES if self.has_prefetch else {})}
             for reg, names in sources.items():
-                self.counts[reg] += sum(tm.counters.get(n, 0) - before.get(n, 0) for n in names)
+                self.counts[reg] += sum(tm.counters[n] - before[n] for n in names)
             for reg, name in HDM_COUNTERS.items():
                 self.counts[reg] += (hdm.counters[name] - hdm_before[name]) % (1 << 32)
-            self.counts["BAD_EVENTS"] += self._bad
             self._publish()
 
     def _event(self, layer, head, pos, write, sample, step):
         self._phase_tick(1, write)
-        if layer >= self.n_layers or head >= self.n_kv_heads:
-            self._bad += 1
+        d = self.tracker.port_event(layer, head, pos, write, sample, step)
+        if d.error:
             self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 1, None))
             return (0, 0, 0, 0, 1, 0)
-        q = layer * self.n_kv_heads + head
+        q = d.queue
         ev = T.Event(q, pos, write, sample, step)
-        d = self.tracker.event(ev)
         if d.victim_valid:
             self._cold_push(q, d.victim)
         self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 0, d))

@@ -45,6 +45,12 @@ goes backwards (applied as the queue's current step, counted in ``step_errors``)
 configuration check (``cfg_error``: the ring is smaller than NB, or the budget exceeds
 ``max_budget``).
 
+**The ports.** The RTL's ports address a queue as (layer, head) (queue = layer x n_kv_heads +
+head); ``port_event``, ``port_prefetch``, ``port_lookup`` and ``port_victim_request`` take them
+so: a layer or head beyond the geometry is refused (``error``) and counted in ``bad_events``
+(an event also in ``events``; a victim request in ``victim_requests`` and ``victim_none``
+instead), as is a prefetch insert into a queue without an event yet.
+
 **Two selection structures, one order.** The RTL selects victims either with the ring above
 (``select="ring"``, any budget) or with a precedence matrix per queue (``select="matrix"``,
 small ``max_budget``: docs/tracker.md, "Matrix selection"). Both pick the first resident entry
@@ -153,7 +159,8 @@ class Decision:
     victim: int          # position when victim_valid, else 0
     slot: int = 0        # the slot the position occupies after the event (0 for no_victim)
     prefetch: int = 0    # 1: the answer to a prefetch insert (hit is then 0; a resident position: all 0)
-    error: int = 0       # 1: a prefetch insert into a queue that has had no event yet (nothing changes)
+    error: int = 0       # 1: refused, nothing but counters changes: a layer or head beyond the
+    #                      geometry (``port_*``), or a prefetch insert into a queue without an event yet
     lookup: int = 0      # 1: the answer to a lookup (hit = resident, slot = its slot; nothing changes)
 
     @property
@@ -168,6 +175,7 @@ class VictimAnswer:
     valid: int
     locked: int
     victim: int
+    error: int = 0       # 1: a layer or head beyond the geometry (``port_victim_request``)
 
 
 @dataclass
@@ -198,16 +206,22 @@ class _Slot:
 
 COUNTER_NAMES = ("events", "reads", "read_hits", "writes", "evictions", "no_victim", "victim_requests",
                  "victim_none", "victim_locked", "step_errors", "splices", "prefetches", "prefetch_hits",
-                 "prefetch_evicted_unused", "lookups")
+                 "prefetch_evicted_unused", "lookups", "bad_events")
+#: ``Decision.queue`` of a request refused for its layer or head
+NO_QUEUE = -1
 
 
 class TrackerModel:
     """The tracker's state and decisions, event by event (queues are independent)."""
 
     def __init__(self, cfg: TrackerConfig, n_queues: int, n_positions: int, n_buckets: int,
-                 max_budget: int | None = None, select: str = "ring"):
+                 max_budget: int | None = None, select: str = "ring", n_kv_heads: int = 1):
         if n_buckets & (n_buckets - 1):
             raise ValueError("n_buckets must be a power of two")
+        if n_kv_heads < 1 or n_queues % n_kv_heads:
+            raise ValueError(f"n_queues ({n_queues}) must be a multiple of n_kv_heads ({n_kv_heads})")
+        # the ports address a queue as (layer, head): queue = layer x n_kv_heads + head
+        self.n_layers, self.n_kv_heads = n_queues // n_kv_heads, n_kv_heads
         self.cfg = cfg
         self.max_budget = min(max_budget or n_positions, MAX_BUDGET_LIMIT)
         self.select = check_select(select, self.max_budget)
@@ -298,6 +312,47 @@ class TrackerModel:
                 self.counters["splices"] += 1
         qs.kc = max(qs.kc, kn)
 
+    # -- the ports: (layer, head) addresses -------------------------------------------------------
+    def queue(self, layer: int, head: int) -> int | None:
+        """The queue of (layer, head), or None when either is beyond the geometry."""
+        if 0 <= layer < self.n_layers and 0 <= head < self.n_kv_heads:
+            return layer * self.n_kv_heads + head
+        return None
+
+    def _refused(self, p: int, **kind) -> Decision:
+        self.counters["bad_events"] += 1
+        return Decision(NO_QUEUE, p, 0, 0, 0, 0, 0, 0, error=1, **kind)
+
+    def port_event(self, layer: int, head: int, position: int, write: int, sample: int, step: int) -> Decision:
+        """An event as the event port takes it: beyond the geometry it is refused (``error``),
+        counted in ``events`` and ``bad_events``, and changes nothing else."""
+        q = self.queue(layer, head)
+        if q is None:
+            self.counters["events"] += 1
+            return self._refused(position)
+        return self.event(Event(q, position, write, sample, step))
+
+    def port_prefetch(self, layer: int, head: int, position: int) -> Decision:
+        """A prefetch insert as its port takes it (refused beyond the geometry: ``bad_events``)."""
+        q = self.queue(layer, head)
+        return self._refused(position, prefetch=1) if q is None else self.prefetch(q, position)
+
+    def port_lookup(self, layer: int, head: int, position: int) -> Decision:
+        """A lookup as its port takes it (refused beyond the geometry: ``bad_events``, not
+        ``lookups``)."""
+        q = self.queue(layer, head)
+        return self._refused(position, lookup=1) if q is None else self.lookup(q, position)
+
+    def port_victim_request(self, layer: int, head: int, decode_lock: int = 0) -> VictimAnswer:
+        """A "victim for (layer, head)" request; ``decode_lock`` has a bit per queue. Beyond the
+        geometry the answer is none with ``error`` (``victim_requests``, ``victim_none``)."""
+        q = self.queue(layer, head)
+        if q is None:
+            self.counters["victim_requests"] += 1
+            self.counters["victim_none"] += 1
+            return VictimAnswer(NO_QUEUE, 0, 0, 0, error=1)
+        return self.victim_request(q, locked=bool(decode_lock >> q & 1))
+
     # -- one event ------------------------------------------------------------------------------
     def event(self, ev: Event) -> Decision:
         cfg, nbr = self.cfg, self.n_buckets
@@ -346,9 +401,11 @@ class TrackerModel:
         """``hw``'s prefetch insert of position ``p`` into queue ``q`` at the queue's current step:
         a resident ``p`` is left as it is (an all-zero decision but ``prefetch`` and ``slot``); any
         other is inserted like a read miss, its EMA decayed with nothing folded in. A queue without
-        an event yet has no step: the insert is refused (``error``), nothing changes."""
+        an event yet has no step: the insert is refused (``error``, ``bad_events``), nothing else
+        changes."""
         cfg, qs, c = self.cfg, self.queues[q], self.counters
         if not qs.started:
+            c["bad_events"] += 1
             return Decision(q, p, 0, 0, 0, 0, 0, 0, prefetch=1, error=1)
         slot = self.resident_slot(q, p)
         if slot is not None:

@@ -266,3 +266,28 @@ def test_lookup_answers_residency_and_changes_nothing():
             assert (a.hit, a.slot, a.lookup) == ((1, resident[0], 1) if resident else (0, 0, 1))
             hits += a.hit
     assert 0 < hits < 2 * len(trace) and model.counters["lookups"] == 2 * len(trace) + 1
+
+
+def test_ports_refuse_layer_or_head_beyond_the_geometry():
+    """The ports' (layer, head) addresses: beyond the geometry a request is refused (error) and
+    counted as the RTL counts it; a prefetch into a queue without an event yet too; nothing else
+    changes."""
+    cfg = T.TrackerConfig.from_params(P.make_params("hw"), 2)
+    m = T.TrackerModel(cfg, 6, 16, 128, n_kv_heads=2)            # 3 layers x 2 heads
+    assert (m.n_layers, m.n_kv_heads) == (3, 2)
+    assert m.queue(2, 1) == 5 and m.queue(3, 0) is None and m.queue(0, 2) is None
+    d = m.port_event(3, 0, 4, 0, 100, 10)
+    assert d == T.Decision(T.NO_QUEUE, 4, 0, 0, 0, 0, 0, 0, error=1)
+    assert m.port_prefetch(0, 2, 4) == T.Decision(T.NO_QUEUE, 4, 0, 0, 0, 0, 0, 0, prefetch=1, error=1)
+    assert m.port_lookup(1, 5, 4) == T.Decision(T.NO_QUEUE, 4, 0, 0, 0, 0, 0, 0, lookup=1, error=1)
+    assert m.port_prefetch(1, 1, 4) == T.Decision(3, 4, 0, 0, 0, 0, 0, 0, prefetch=1, error=1)   # unstarted
+    assert m.port_victim_request(7, 0) == T.VictimAnswer(T.NO_QUEUE, 0, 0, 0, error=1)
+    c = m.counters
+    assert (c["events"], c["bad_events"], c["lookups"], c["prefetches"]) == (1, 4, 0, 0)
+    assert (c["victim_requests"], c["victim_none"], c["reads"]) == (1, 1, 0)
+    assert not m.meta and not any(q.started for q in m.queues)
+    d = m.port_event(2, 1, 4, 0, 100, 10)                          # in range: queue 5
+    assert d.queue == 5 and d.inserted and not d.error
+    assert m.port_lookup(2, 1, 4).hit and m.port_victim_request(2, 1, decode_lock=1 << 5).locked
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        T.TrackerModel(cfg, 5, 16, 128, n_kv_heads=2)
