@@ -59,6 +59,13 @@ CONFIG_FIELDS = {
     "tier_lat_dram": ("TIER_LAT", "dram"), "tier_lat_flash": ("TIER_LAT", "flash"),
 }
 
+#: a register of an optional block -> the CAPS field saying the device has it: ``configure()``
+#: refuses a setting of such a register other than its reset value on a device without the block
+#: (the write would change nothing; the reset value is let through for scripts that set it on
+#: every build, e.g. prefetch_window=0)
+CONFIG_CAPS = {"PREFETCH": "prefetch", "PREFETCH_PERIOD": "prefetch", "PHASE_CFG": "phase",
+               "BI_TIMEOUT": "bisnoop", "TIER_LAT": "tiermover"}
+
 #: the tier mover's counters in ``replay()``'s answer (extra keys, when CAPS.tiermover = 1)
 TIER_REPLAY_KEYS = ("tier_commands", "tier_hits", "tier_fills", "tier_writebacks", "tier_clean_drops",
                     "tier_bypasses", "tier_bad_commands", "tier_lines_to_flash", "tier_lines_to_dram",
@@ -160,6 +167,18 @@ class Device:
             by_reg.setdefault(reg, {})[field] = v
         for reg, fields in by_reg.items():        # every value checked before the first write
             self.check_fields(reg, **fields)
+        if any(reg in CONFIG_CAPS for reg in by_reg):
+            caps = await self.read_fields("CAPS")
+            absent = {}
+            for key, v in settings.items():
+                reg, field = CONFIG_FIELDS[key]
+                cap = CONFIG_CAPS.get(reg)
+                if cap is not None and not caps[cap] and v != _reg(reg).field(field).reset:
+                    absent.setdefault(cap, []).append(key)
+            if absent:
+                raise ConfigError("; ".join(f"this device has no {cap} block (CAPS.{cap} = 0): {', '.join(keys)} "
+                                            "would change nothing" for cap, keys in absent.items())
+                                  + "; nothing was written")
         for reg, fields in by_reg.items():
             await self._write_checked(reg, fields)
 

@@ -140,3 +140,24 @@ def test_a_replay_needing_more_buckets_names_a_build_that_exists():
             dev.replay(trace, 4, hw_rank_tau=9000)
         with pytest.raises(ConfigError, match=r"no build has that many: n_buckets <= 65536"):
             dev.replay(trace, 4, hw_rank_tau=1048576)
+
+
+def test_configure_refuses_a_block_the_device_lacks():
+    """A setting of an optional block the device does not have (CAPS) is refused with the block's
+    name, and nothing of the request is written."""
+    from cxlkv.sw.driver import ConfigError
+    from cxlkv.sw.transport import ModelTransport
+    with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2, prefetch=False, tiers="none")) as dev:
+        caps = dev.read_fields("CAPS")
+        assert not (caps["prefetch"] or caps["bisnoop"] or caps["tiermover"]) and caps["phase"]
+        before = dev.config()
+        with pytest.raises(ConfigError, match=r"no prefetch block \(CAPS.prefetch = 0\): prefetch_window, "
+                                              r"prefetch_period would change nothing; this device has no "
+                                              r"bisnoop block \(CAPS.bisnoop = 0\): bi_timeout .*nothing was written"):
+            dev.configure(alpha=0x1234, prefetch_window=4, prefetch_period=9, bi_timeout=5)
+        with pytest.raises(ConfigError, match=r"no tiermover block .*: tier_lat_dram"):
+            dev.configure(tier_lat_dram=3)
+        assert dev.config() == before
+        dev.configure(prefetch_window=0, tier_lat_dram=2)   # their reset values: let through
+        dev.configure(alpha=0x1234, phase_ratio=3)   # blocks it has: written
+        assert dev.config()["alpha"] == 0x1234 and dev.config()["phase_ratio"] == 3

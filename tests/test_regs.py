@@ -111,7 +111,10 @@ def test_driver_over_model():
     with SyncDevice(ModelTransport(n_layers=80, n_kv_heads=8)) as dev:
         info = dev.info()
         assert info["queues"] == 640 and info["version"] == "0.5"
-        dev.configure(alpha=0x2000, tau=4000, prefetch_window=8)
+        assert "prefetch" not in info["caps"]             # 640 queues x 1024: the tracker is external
+        with pytest.raises(ConfigError, match="no prefetch block"):
+            dev.configure(alpha=0x2000, tau=4000, prefetch_window=8)
+        dev.configure(alpha=0x2000, tau=4000)
         assert dev.config()["tau"] == 4000
         with pytest.raises(ConfigError, match="outside"):
             dev.configure(tau=0)
