@@ -5,7 +5,9 @@ applies them to the transaction-level model in acceptance order (a hint before a
 the same clock, the block's rule); the model's route records and tracker events go into two
 in-order scoreboards, which the ``route`` and ``event`` monitors feed with what the block sends.
 At the end of every phase the eleven counters, the step and the pending-hint count are
-compared with the model's.
+compared with the model's. Every wait on the block is bounded by a cycle count: an input offered
+and never taken fails after OFFER_MAX_WAIT cycles (tb/common.py) with an AssertionError naming the
+port (``access``, ``hint``), instead of waiting for the suite's time limit.
 
 Environment: CXLKV_EVENTS (accesses per configuration of the random test, default 6000),
 CXLKV_THROUGHPUT_ACCESSES (default 20000), CXLKV_SEED.
@@ -19,8 +21,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.models import hdm as M
 from cxlkv.models.trace import Trace, load_trace
-from cxlkv.tb.common import (InOrderScoreboard, Packer, StreamPort, drive_stream, env_int, params, report_metric,
-                             test_rng)
+from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, StreamPort, drive_stream, env_int, params,
+                             report_metric, test_rng)
 
 TRACES = __import__("pathlib").Path(__file__).resolve().parents[2] / "traces"
 
@@ -142,7 +144,7 @@ class HdmEnv:
         while i < n:
             while idle and self.rng.random() < idle:
                 await RisingEdge(clk)
-            kind, x = items[i]
+            first, (kind, x) = i, items[i]
             h = x if kind == "hint" else None
             a = x if kind == "access" else (items[i + 1][1] if i + 1 < n and items[i + 1][0] == "access" else None)
             i += 1 + (h is not None and a is not None)
@@ -152,13 +154,18 @@ class HdmEnv:
             if a is not None:
                 self.acc.payload.value = self.acc_pack.pack(a.__dict__)
                 self.acc.valid.value = 1
-            while True:
+            for _ in range(OFFER_MAX_WAIT):
                 await ReadOnly()
                 rh, ra = bool(self.hint.ready.value), bool(self.acc.ready.value)
                 assert rh == ra, "hint.ready and access.ready differ"
                 await RisingEdge(clk)
                 if ra:
                     break
+            else:
+                ports = " and ".join(p for p, x in (("hint", h), ("access", a)) if x is not None)
+                raise AssertionError(f"{ports}: ready stayed low for {OFFER_MAX_WAIT} cycles with valid high "
+                                     f"(sequence item {first} of {n}: {str(a or h)[:200]}): "
+                                     "the design stopped taking input")
             self.hint.valid.value = 0
             self.acc.valid.value = 0
 

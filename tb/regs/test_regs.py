@@ -1,16 +1,33 @@
 """cocotb tests of the register block through cocotbext-axi's AXI4-Lite master.
 
-Every transaction's response and read data are compared with the golden
-register-file model, as are the configuration outputs after every write;
-hardware inputs, sticky events and the external window are driven at random.
+A bus monitor (started before reset is released) samples every handshake in the ReadOnly phase
+and predicts in the order the block accepts transactions: an AW+W handshake applies the write to
+the golden register-file model, an AR handshake reads it, and the B and R beats that follow are
+compared, in that order, with those predictions (kind, address, read data, response), as are the
+configuration outputs and ``irq`` in the cycle of every B handshake. The monitor also checks the
+block's arbitration every cycle (docs/regs.md, hdl/regs.py): one transaction at a time (no
+ready while one is in flight); when idle, AW and W are taken together and only together, a write
+offered with both AW and W wins over a read in the same cycle, a read goes whenever no complete
+write is offered and ``read_hold`` is low (``read_hold`` holds reads only, not writes). Read data
+is compared raw: 0 with SLVERR, as documented.
+
+Tests: reset values and range edges (``test_identity_and_edges``); random traffic
+(``test_random_traffic``: bursts of reads and writes issued concurrently on the independent
+AW/W/AR channels with gaps, B/R backpressure and ``read_hold`` pulses, hardware inputs and
+sticky events changed between bursts, the external window answered by a testbench format table
+and cold-list memory; coverage: a write winning over a read, a read taken while a write was half
+offered, reads and writes queued on both sides, reads held); the 64-bit counter latch across a
+carry; the documented response latencies; the host driver over AXI4-Lite; a negative test
+(one corrupted response prediction and one corrupted ready prediction, each reported, exactly it).
 Environment: CXLKV_REG_OPS (random transactions, default 4000), CXLKV_SEED.
 """
 import random
+from collections import Counter, deque
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from cxlkv.hdl.regs import _field_kind, port_name
 from cxlkv.models import regmap
@@ -104,16 +121,21 @@ CONFIG = [(r, f) for r in regmap.REGISTERS if not r.external for f in r.fields i
 
 
 class RegsEnv:
-    def __init__(self, dut, corrupt_at=None):
+    def __init__(self, dut, corrupt_at=None, corrupt_ready_at=None):
         self.dut = dut
         self.rng = test_rng()
         self.ext = ExternalResponder(dut, self.rng)
         self.model = RegisterFile(ModelExternal(None, self.ext.coldlist))
         self.model.external.table.regs = self.model
-        self.sb = InOrderScoreboard("regs")
-        self.corrupt_at = corrupt_at
+        self.sb = InOrderScoreboard("regs")                 # responses, config outputs, irq
+        self.ready_sb = InOrderScoreboard("regs readies")   # AWREADY/WREADY/ARREADY, every cycle
+        self.corrupt_at = corrupt_at                        # the n-th W/R prediction is corrupted
+        self.corrupt_ready_at = corrupt_ready_at            # ... the n-th cycle with a valid up
+        self.corrupted_ready_index = None                   # where that landed in ready_sb
         self.ops = 0
         self.pulses_seen = 0
+        self.inflight = deque()                             # (kind, addr) accepted, response pending
+        self.cover = Counter()                              # arbitration situations seen
 
     async def start(self):
         dut = self.dut
@@ -124,19 +146,14 @@ class RegsEnv:
             getattr(dut, f"{port_name(r, f)}_set").value = 0
         dut.ext__rdata.value = 0
         dut.ext__err.value = 0
+        dut.read_hold.value = 0
         dut.rst.value = 1
+        self.master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
+        cocotb.start_soon(self._bus_monitor())              # before reset is released
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
-        self.master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
         cocotb.start_soon(self.ext.run())
-        cocotb.start_soon(self._count_pulses())
-
-    async def _count_pulses(self):
-        while True:
-            await RisingEdge(self.dut.clk)
-            await ReadOnly()
-            self.pulses_seen += int(self.dut.control_counters_clear.value)
 
     async def set_input(self, r, f, value):
         getattr(self.dut, port_name(r, f)).value = value
@@ -157,33 +174,85 @@ class RegsEnv:
         self.sb.expect(what)
         self.ops += 1
 
+    async def _bus_monitor(self):
+        """Every cycle, in the ReadOnly phase: the readies against the block's arbitration, then
+        the handshakes: AW+W and AR go through the model in the order they are taken (the block
+        serves one at a time, so that is also the order of its B and R beats), B and R are
+        compared with those predictions."""
+        dut = self.dut
+        s = {n: getattr(dut, f"s_axil__{n}") for n in (
+            "awvalid", "awready", "awaddr", "wvalid", "wready", "wdata", "wstrb", "bvalid", "bready", "bresp",
+            "arvalid", "arready", "araddr", "rvalid", "rready", "rdata", "rresp")}
+        flags = [(n, h) for n, h in s.items() if n.endswith(("valid", "ready"))]
+        valids = 0
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            if int(dut.rst.value):
+                continue
+            v = {n: int(h.value) for n, h in flags}
+            self.pulses_seen += int(dut.control_counters_clear.value)
+            # the arbitration (docs/regs.md "Bus and access rules", hdl/regs.py IDLE): nothing is
+            # taken while a transaction is in flight; when idle, a complete write (AW and W both
+            # offered) goes first, both its channels in the same cycle; else a read unless held
+            write = int(not self.inflight and v["awvalid"] and v["wvalid"])
+            hold = int(not self.inflight and v["arvalid"] and dut.read_hold.value)
+            read = int(not self.inflight and v["arvalid"] and not write and not hold)
+            predicted = ("READY", write, write, read)
+            if v["awvalid"] or v["wvalid"] or v["arvalid"]:
+                if valids == self.corrupt_ready_at:
+                    predicted = ("READY", write, write, read ^ 1)
+                    self.corrupted_ready_index = self.ready_sb.compared
+                valids += 1
+            self.ready_sb.expect(predicted)
+            self.ready_sb.actual(("READY", v["awready"], v["wready"], v["arready"]))
+            if not self.inflight:
+                self.cover["write over read"] += v["awvalid"] and v["wvalid"] and v["arvalid"]
+                self.cover["read past half a write"] += (v["awvalid"] != v["wvalid"]) and v["arready"]
+                self.cover["read held"] += v["arvalid"] and hold
+            else:
+                self.cover["both sides waiting"] += v["awvalid"] and v["arvalid"]
+            if v["awvalid"] and v["awready"]:        # with W (checked above): the write is taken
+                addr = int(s["awaddr"].value)
+                resp = self.model.write(addr, int(s["wdata"].value), int(s["wstrb"].value))
+                self._expect(("W", addr & ~3, 0, resp))
+                self.inflight.append(("W", addr & ~3))
+            if v["arvalid"] and v["arready"]:
+                addr = int(s["araddr"].value)
+                value, resp = self.model.read(addr)
+                self._expect(("R", addr & ~3, value, resp))
+                self.inflight.append(("R", addr & ~3))
+            if v["bvalid"] and v["bready"]:
+                _, addr = self.inflight.popleft() if self.inflight else (None, None)
+                self.sb.actual(("W", addr, 0, int(s["bresp"].value)))
+                self._compare_outputs()
+            if v["rvalid"] and v["rready"]:
+                _, addr = self.inflight.popleft() if self.inflight else (None, None)
+                self.sb.actual(("R", addr, int(s["rdata"].value), int(s["rresp"].value)))
+
+    def _compare_outputs(self):
+        """Configuration outputs and irq, in the cycle of a B handshake: the write is applied."""
+        for r, f in CONFIG:
+            self.sb.expect(("CFG", r.name, f.name, self.model.get(r.name, f.name)))
+            self.sb.actual(("CFG", r.name, f.name, int(getattr(self.dut, port_name(r, f)).value)))
+        self.sb.expect(("IRQ", self.model.irq()))
+        self.sb.actual(("IRQ", bool(int(self.dut.irq.value))))
+
     async def write(self, addr, data, strb=0xF):
+        """One write through the master (the monitor predicts and compares it)."""
         data &= 0xFFFFFFFF
         nbytes = bin(strb).count("1")
         first = (strb & -strb).bit_length() - 1
         payload = (data >> (8 * first)).to_bytes(4, "little")[:nbytes]
-        resp = self.model.write(addr, data, strb)
-        self._expect(("W", addr, 0, resp))
-        w = await self.master.write(addr + first, payload)
-        self.sb.actual(("W", addr, 0, int(w.resp)))
-        await self.check_outputs()
+        await self.master.write(addr + first, payload)
 
     async def read(self, addr):
-        value, resp = self.model.read(addr)
-        self._expect(("R", addr, value, resp))
-        r = await self.master.read(addr, 4)
-        self.sb.actual(("R", addr, int.from_bytes(r.data, "little") if r.resp == AxiResp.OKAY else 0, int(r.resp)))
+        await self.master.read(addr, 4)
 
-    async def check_outputs(self):
-        await RisingEdge(self.dut.clk)
-        await ReadOnly()
-        for r, f in CONFIG:
-            got = int(getattr(self.dut, port_name(r, f)).value)
-            self.sb.expect(("CFG", r.name, f.name, self.model.get(r.name, f.name)))
-            self.sb.actual(("CFG", r.name, f.name, got))
-        self.sb.expect(("IRQ", self.model.irq()))
-        self.sb.actual(("IRQ", bool(int(self.dut.irq.value))))
-        await RisingEdge(self.dut.clk)
+    def check(self):
+        self.sb.check()
+        self.ready_sb.check()
+        assert not self.inflight, f"transactions never answered: {list(self.inflight)[:5]}"
 
 
 def _random_addr(rng):
@@ -237,12 +306,41 @@ async def test_identity_and_edges(dut):
     await env.write(regmap.BY_NAME["ID"].offset, 0)                      # read-only: SLVERR
     await env.write(regmap.BY_NAME["READS"].offset, 0)                   # counter: SLVERR
     await env.write(COLDLIST.offset, 0)                                  # memory is read-only
-    env.sb.check()
+    env.check()
+
+
+async def _random_op(env, rng, delay):
+    """One random read or write, offered after ``delay`` cycles (the master queues it on its own
+    AW/W or AR channels: reads and writes of one burst overlap)."""
+    for _ in range(delay):
+        await RisingEdge(env.dut.clk)
+    if rng.random() < 0.45:
+        await env.read(_random_addr(rng))
+        return
+    addr = _random_addr(rng)
+    if addr == regmap.BY_NAME["FMT_SEL"].offset and rng.random() < 0.7:
+        value = rng.randrange(N_QUEUES + 2)                       # mostly valid queues
+    else:
+        value = _random_value(rng, addr)
+    strb = 0xF if rng.random() < 0.8 else rng.choice((0x1, 0x2, 0x4, 0x8, 0x3, 0xC))
+    await env.write(addr, value, strb)
+
+
+async def _hold_reads(dut, rng):
+    """read_hold up now and then for a few cycles (reads wait, writes do not)."""
+    while True:
+        dut.read_hold.value = 0
+        for _ in range(rng.randrange(4, 40)):
+            await RisingEdge(dut.clk)
+        dut.read_hold.value = 1
+        for _ in range(rng.randrange(1, 6)):
+            await RisingEdge(dut.clk)
 
 
 @cocotb.test()
 async def test_random_traffic(dut):
-    """Random reads/writes/strobes over the whole map, with hardware inputs and events changing."""
+    """Random reads/writes/strobes over the whole map, issued concurrently in bursts, with hardware
+    inputs and events changing between bursts."""
     env = RegsEnv(dut)
     rng = env.rng
     await env.start()
@@ -258,29 +356,39 @@ async def test_random_traffic(dut):
         ch.set_pause_generator(pauses(0.2))
     for ch in (m.write_if.b_channel, m.read_if.r_channel):
         ch.set_pause_generator(pauses(0.4))
+    hold = cocotb.start_soon(_hold_reads(dut, random.Random(rng.getrandbits(32))))
     n = env_int("CXLKV_REG_OPS", 4000)
-    for i in range(n):
+    done = 0
+    while done < n:
         r = rng.random()
         if r < 0.08:
             reg, f = rng.choice(INPUTS)
             await env.set_input(reg, f, rng.getrandbits(f.width))
+            done += 1
         elif r < 0.12:
             reg, f = rng.choice(STICKY)
             await env.pulse_sticky(reg, f)
-        elif r < 0.55:
-            await env.read(_random_addr(rng))
-        else:
-            addr = _random_addr(rng)
-            if addr == regmap.BY_NAME["FMT_SEL"].offset and rng.random() < 0.7:
-                value = rng.randrange(N_QUEUES + 2)                       # mostly valid queues
-            else:
-                value = _random_value(rng, addr)
-            strb = 0xF if rng.random() < 0.8 else rng.choice((0x1, 0x2, 0x4, 0x8, 0x3, 0xC))
-            await env.write(addr, value, strb)
-    env.sb.check()
+            done += 1
+        else:       # a burst: each op offered after its own delay, all in flight together. The
+            # hardware side changes only between bursts, with the bus quiet: the block samples a
+            # read's value two cycles after its AR (a change in between is timing, not the model's)
+            k = rng.randint(1, 6)
+            ops = [cocotb.start_soon(_random_op(env, random.Random(rng.getrandbits(32)), rng.randrange(4)))
+                   for _ in range(k)]
+            for op in ops:
+                await op
+            done += k
+    hold.cancel()
+    dut.read_hold.value = 0
+    env.check()
     clears = [k for k in env.model.pulses if k == ("CONTROL", "counters_clear")]
     assert env.pulses_seen == len(clears), f"counters_clear pulses: RTL {env.pulses_seen}, model {len(clears)}"
-    dut._log.info("register transactions checked: %d (%d comparisons)", env.ops, env.sb.compared)
+    dut._log.info("register transactions checked: %d (%d comparisons); arbitration cycles: %s",
+                  env.ops, env.sb.compared, dict(env.cover))
+    if n >= 1000:
+        missing = [c for c in ("write over read", "read past half a write", "both sides waiting", "read held")
+                   if not env.cover[c]]
+        assert not missing, f"arbitration situations never reached: {missing}"
 
 
 @cocotb.test()
@@ -296,7 +404,7 @@ async def test_counters_latch_high_word(dut):
     await env.read(reads.offset + 4)                                       # still 1
     await env.read(reads.offset)
     await env.read(reads.offset + 4)                                       # now 2
-    env.sb.check()
+    env.check()
 
 
 async def _latency(dut, start, done, op):
@@ -332,7 +440,7 @@ async def test_response_latency(dut):
         "write_ext": await _latency(dut, aw, "bvalid", env.write(fmt_data, 1)),
     }
     assert got == LATENCY, got
-    env.sb.check()
+    env.check()
 
 
 @cocotb.test()
@@ -340,10 +448,10 @@ async def test_driver_over_axil(dut):
     """The host driver (cxlkv.sw.driver) reads identity and counters over AXI4-Lite and reports refusals."""
     env = RegsEnv(dut)
     await env.start()
-    env.dut.geometry_n_layers.value = 4
-    env.dut.geometry_n_kv_heads.value = 2
-    env.dut.reads_count.value = 123456789012
-    await RisingEdge(dut.clk)
+    geometry, reads = regmap.BY_NAME["GEOMETRY"], regmap.BY_NAME["READS"]
+    await env.set_input(geometry, geometry.field("n_layers"), 4)
+    await env.set_input(geometry, geometry.field("n_kv_heads"), 2)
+    await env.set_input(reads, reads.fields[0], 123456789012)
     dev = await Device.open(AxiLiteTransport(env.master))
     info = await dev.info()
     assert (info["n_layers"], info["n_kv_heads"], info["queues"]) == (4, 2, 8), info
@@ -367,13 +475,16 @@ async def test_driver_over_axil(dut):
         raise AssertionError("the register block accepted tau = 0")
     assert (await dev.status())["cfg_reject"] == 1
     assert int(dut.tau_value.value) == 5000
+    env.check()                             # every transaction of the driver against the model
 
 
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test: one corrupted model prediction must be reported."""
-    env = RegsEnv(dut, corrupt_at=5)
+    """Negative test: one corrupted response prediction and one corrupted ready prediction (the
+    arbitration's) must each be reported, exactly it."""
+    env = RegsEnv(dut, corrupt_at=5, corrupt_ready_at=3)
     await env.start()
     for _ in range(10):
         await env.read(regmap.BY_NAME["SCRATCH"].offset)
     env.sb.assert_caught_one(index=5, log=dut._log)
+    env.ready_sb.assert_caught_one(index=env.corrupted_ready_index, log=dut._log)

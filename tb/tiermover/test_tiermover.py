@@ -28,6 +28,10 @@ per address instead of per kind: each line's sequence of reads and writes (with 
 model's in command order (the mover keeps every address's accesses in command order; two reads
 of one line may swap, which changes nothing). ``host_rsp`` is checked in order, data bit-exact.
 
+Every wait on the block is bounded by a cycle count naming what was awaited: an input offered and
+never taken (``cmd``, ``host_wdata``, ``evict_grant``) fails after OFFER_MAX_WAIT cycles (tb/common.py
+``offer``), ``busy`` after reset after 1000, a drain after 200,000.
+
 Environment: CXLKV_COMMANDS (random test, default 3000), CXLKV_SEED; the throughput test:
 CXLKV_TM_MIX (hit / evict), CXLKV_TM_DRAM_LATENCY, CXLKV_TM_FLASH_LATENCY, CXLKV_TM_COMMANDS.
 """
@@ -417,8 +421,12 @@ class TierEnv:
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
-        while int(dut.busy.value):
+        for _ in range(1000):             # busy: clearing the frame table, a cycle per frame
+            if not int(dut.busy.value):
+                break
             await RisingEdge(dut.clk)
+        else:
+            raise AssertionError("busy stayed high for 1000 cycles after reset (clearing the frame table)")
 
     async def _monitor(self):
         dut = self.dut
@@ -499,18 +507,10 @@ class TierEnv:
             self.ereqs.pop(0)
 
     async def grant(self, queue, position, dirty=0):
-        """Offer one grant and wait until it is taken."""
-        dut = self.dut
-        self.grant_port.payload.value = self.grant_pack.pack({"queue": queue, "position": position,
-                                                              "dirty_from_host": dirty})
-        self.grant_port.valid.value = 1
-        while True:
-            await ReadOnly()
-            taken = bool(self.grant_port.ready.value)
-            await RisingEdge(dut.clk)
-            if taken:
-                break
-        self.grant_port.valid.value = 0
+        """Offer one grant and wait until it is taken: at most OFFER_MAX_WAIT cycles, then an
+        AssertionError naming ``evict_grant`` (``offer``)."""
+        await offer(self.dut.clk, self.grant_port, self.grant_pack,
+                    {"queue": queue, "position": position, "dirty_from_host": dirty})
 
     async def _rsp_ready(self):
         """host_rsp backpressure: low for the first ``rsp_block`` cycles, then ready with ``rsp_ready``."""
