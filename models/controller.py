@@ -322,6 +322,9 @@ class ControllerModel:
         self.has_prefetch = bool(prefetch) and self.has_tracker
         self.regs.set_hw("CAPS", "prefetch", int(self.has_prefetch))
         self.newest = [0] * self.n_queues       # the engine's newest position per queue (cleared on enable)
+        #: the tracker model's Decision of each event of the last events() / accesses() / lines()
+        #: call, in order (a bench reads the slot the decision port carries from it)
+        self.tracker_decisions: list[T.Decision] = []
         self.hdm_geom = MH.HdmGeometry(n_layers, n_kv_heads, self.n_positions, **HDM_PARAMS)
         self.hdm = MH.HdmModel(self.hdm_geom, self._hdm_config()) if self.has_tracker else None
         self.regs.set_hw("HW_RING", "buckets_log2", n_buckets.bit_length() - 1)
@@ -555,6 +558,7 @@ class ControllerModel:
         tm, hdm = self.tracker, self.hdm
         tm.cfg = self._config()                 # configuration as the registers hold it now
         before, hdm_before = dict(tm.counters), dict(hdm.counters)
+        self.tracker_decisions = []
         try:
             yield
         finally:
@@ -568,6 +572,7 @@ class ControllerModel:
     def _event(self, layer, head, pos, write, sample, step):
         self._phase_tick(1, write)
         d = self.tracker.port_event(layer, head, pos, write, sample, step)
+        self.tracker_decisions.append(d)
         if d.error:
             self._tier(tier_command(self.n_kv_heads, layer, head, pos, write, 1, None))
             return (0, 0, 0, 0, 1, 0)

@@ -24,6 +24,7 @@ SLOW_FIRST = {
     "tests/test_controller.py::test_sim_equals_model_on_random_register_traffic": 91,
     "tests/test_controller.py::test_error_decisions_are_tier_bypasses": 82,
     "tests/test_cocotb.py::test_cocotb_bench[hdm-": 75,
+    "tests/test_cocotb.py::test_cocotb_bench[controller_top-": 72,
     "tests/test_lint.py::test_generated_verilog_lints_clean[tracker_full]": 70,
     "tests/test_controller.py::test_replay_in_the_board_structure_equals_policy_hw": 63,
     "tests/test_cocotb.py::test_controller_cxl_heavy_at_the_seed_that_deadlocked_the_evict_gate": 61,
