@@ -30,7 +30,8 @@ of one line may swap, which changes nothing). ``host_rsp`` is checked in order, 
 
 Every wait on the block is bounded by a cycle count naming what was awaited: an input offered and
 never taken (``cmd``, ``host_wdata``, ``evict_grant``) fails after OFFER_MAX_WAIT cycles (tb/common.py
-``offer``), ``busy`` after reset after 1000, a drain after 200,000.
+``offer``), ``busy`` after reset after 1000, a grant waiting for the earlier commands on its
+frame after OFFER_MAX_WAIT, a drain after 200,000.
 
 Environment: CXLKV_COMMANDS (random test, default 3000), CXLKV_SEED; the throughput test:
 CXLKV_TM_MIX (hit / evict), CXLKV_TM_DRAM_LATENCY, CXLKV_TM_FLASH_LATENCY, CXLKV_TM_COMMANDS.
@@ -44,8 +45,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from cxlkv.hdl.tiermover import TierMoverLayouts
 from cxlkv.models import tiermover as M
-from cxlkv.tb.common import (InOrderScoreboard, Packer, ScoreboardError, StreamPort, drive_ready, drive_stream,
-                             env_int, must_fail, offer, params, report_metric, test_rng)
+from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, ScoreboardError, StreamPort, drive_ready,
+                             drive_stream, env_int, must_fail, offer, params, report_metric, test_rng)
 from cxlkv.tb.tiermover.memory import TierMemory
 
 
@@ -493,7 +494,12 @@ class TierEnv:
                 continue
             k, pl, t = self.ereqs[0]
             wait = rng.randint(*self.grant_latency)
+            since = self.cycle
             while self.cycle < t + wait or (k is not None and not self._frame_free(k)):
+                if self.cycle - since > OFFER_MAX_WAIT:
+                    raise AssertionError(f"evict_req {pl}: the earlier commands on its frame were not done "
+                                         f"after {OFFER_MAX_WAIT} cycles (done_count {self.done_count}, "
+                                         f"command {k}): the design stopped completing commands")
                 await RisingEdge(dut.clk)
             dirty = 0
             if k is not None:
