@@ -140,6 +140,21 @@ async def drive_ready(clk, port: StreamPort, rng: random.Random, ready_prob: flo
         await RisingEdge(clk)
 
 
+def pause_axil(master, rng: random.Random, valid_pause: float = 0.2, ready_pause: float = 0.4):
+    """Gaps on a cocotbext-axi AXI4-Lite master's AW, W and AR valids and backpressure on its B and R
+    readies (its pause generators: True pauses a channel for a clock), each channel pausing with its
+    probability in every clock, from a random stream of their own seeded from ``rng``."""
+    pause_rng = random.Random(rng.getrandbits(32))
+
+    def pauses(p):
+        while True:
+            yield pause_rng.random() < p
+    for ch in (master.write_if.aw_channel, master.write_if.w_channel, master.read_if.ar_channel):
+        ch.set_pause_generator(pauses(valid_pause))
+    for ch in (master.write_if.b_channel, master.read_if.r_channel):
+        ch.set_pause_generator(pauses(ready_pause))
+
+
 class ScoreboardError(AssertionError):
     pass
 

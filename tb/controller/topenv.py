@@ -2,7 +2,8 @@
 chip, tier mover with its memory models, prefetch engine, HDM decode; no host data path, no BI-snoop).
 
 * **Registers**: the host driver (``cxlkv.sw.driver.Device``) over :class:`MirrorTransport`, an
-  AXI4-Lite master (cocotbext-axi) on ``s_axil`` whose every write, once the DUT has answered it, is
+  AXI4-Lite master (cocotbext-axi) on ``s_axil``, with random gaps on AW, W and AR and backpressure
+  on B and R (``pause_axil``), whose every write, once the DUT has answered it, is
   also made to the golden model (``ControllerModel.write32``) with the same response expected. Reads
   go to the DUT only; :meth:`TopEnv.check_registers` compares every register word and the cold-list
   window with ``ControllerModel.read32``.
@@ -33,7 +34,7 @@ from cxlkv.models.controller import HDM_PARAMS, ControllerModel
 from cxlkv.sw.driver import Device
 from cxlkv.sw.transport import BusError
 from cxlkv.tb.common import (AxiLiteTransport, InOrderScoreboard, Packer, StreamPort, drive_ready, drive_stream,
-                             params)
+                             params, pause_axil)
 
 COLDLIST = regmap.MEMORIES[0]
 #: cycles without an output handshake while predictions are owed before a drain calls the DUT stuck
@@ -110,6 +111,7 @@ class TopEnv:
         master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
         for part in (master.write_if, master.read_if):
             part.log.setLevel(logging.WARNING)
+        pause_axil(master, self.rng)           # the register bus with gaps and B/R backpressure too
         self.dev = Device(MirrorTransport(master, self))
         await self.dev.check_identity()
         caps = await self.dev.read_fields("CAPS")

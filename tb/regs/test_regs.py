@@ -34,7 +34,7 @@ from cxlkv.models import regmap
 from cxlkv.models.regs import FormatTable, RegisterFile
 from cxlkv.sw.driver import Device
 from cxlkv.sw.transport import BusError
-from cxlkv.tb.common import AxiLiteTransport, InOrderScoreboard, env_int, test_rng
+from cxlkv.tb.common import AxiLiteTransport, InOrderScoreboard, env_int, pause_axil, test_rng
 
 N_QUEUES = 8
 COLDLIST = regmap.MEMORIES[0]
@@ -344,18 +344,7 @@ async def test_random_traffic(dut):
     env = RegsEnv(dut)
     rng = env.rng
     await env.start()
-    # gaps on the master's AW, W and AR valids, backpressure on its B and R readies (cocotbext-axi's
-    # pause generators: True pauses the channel for a clock); their own random stream, from the seed
-    pause_rng = random.Random(rng.getrandbits(32))
-
-    def pauses(p):
-        while True:
-            yield pause_rng.random() < p
-    m = env.master
-    for ch in (m.write_if.aw_channel, m.write_if.w_channel, m.read_if.ar_channel):
-        ch.set_pause_generator(pauses(0.2))
-    for ch in (m.write_if.b_channel, m.read_if.r_channel):
-        ch.set_pause_generator(pauses(0.4))
+    pause_axil(env.master, rng)          # gaps on AW, W and AR, backpressure on B and R
     hold = cocotb.start_soon(_hold_reads(dut, random.Random(rng.getrandbits(32))))
     n = env_int("CXLKV_REG_OPS", 4000)
     done = 0
