@@ -5,8 +5,12 @@ One clocked loop per simulation (cheaper than a coroutine per port) that, every 
 * **drives** the M2S channels (``m2s_req``, ``m2s_rwd``, ``m2s_birsp``) from per-channel queues, an item
   held until taken, a random gap after each (``idle``), and the S2M ``ready`` of ``s2m_ndr``, ``s2m_drs``,
   ``s2m_bisnp`` with random bursts of backpressure (``ready_prob``), and so the ``ready`` of the
-  top's ``route`` and ``decision`` streams (not checked here: the top's other benches check them), so
-  that their stalls reach the CXL.mem side; ``event`` and ``hint`` idle;
+  top's ``route`` and ``decision`` streams, so that their stalls reach the CXL.mem side; ``hint`` from a
+  queue (:meth:`CxlEnv.send_hint`; the random tests a and b put steps and attention samples there);
+  ``event`` idles;
+* **compares** the top's ``route`` and ``decision`` streams with ``ControllerModel`` (``cxltop.py``): the
+  model is fed each access and hint where the HDM decode inside the top takes it, and configured by the
+  bench's own register writes (the driver's transport mirrors them);
 * **monitors** (ReadOnly) every handshake on those ports and on the BI-snoop engine instance's own
   channels inside the top (Verilator hierarchy, ``--public-flat-rw`` from cocotb's runner): the engine's
   accepted inputs (M2S Req/RwD/BIRsp, policy; its ``tick``) go through ``cxlkv.models.bisnoop.BISnoopModel``
@@ -46,12 +50,13 @@ from cxlkv.models.tiermover import TierMoverConfig
 from cxlkv.sw.driver import Device
 from cxlkv.sw.transport import int_line, line_int
 from cxlkv.tb.bisnoop.host import COVER, HostCache, HostCheckError
-from cxlkv.tb.common import AxiLiteTransport, InOrderScoreboard, Packer, StreamPort, params
+from cxlkv.tb.common import InOrderScoreboard, Packer, StreamPort, params
+from cxlkv.tb.controller.cxltop import TopCheck
 
 #: the top's CXL.mem channels (BISnoopEngine layouts, 512-bit data)
 M2S = ("m2s_req", "m2s_rwd", "m2s_birsp")
 S2M = ("s2m_ndr", "s2m_drs", "s2m_bisnp")
-#: the top's streams of routes and decisions: backpressured like S2M, their contents not checked here
+#: the top's streams of routes and decisions: backpressured like S2M, compared with ControllerModel (cxltop.py)
 OBSERVED = ("route", "decision")
 DW = 512
 #: the engine outputs compared with the model in situ (its DRS data comes from the data path)
@@ -113,7 +118,7 @@ class EnginePort:
 
 class CxlEnv:
     def __init__(self, dut, rng, corrupt_model_at=None, corrupt_data_at=None, ready_prob=0.7, idle=0.2,
-                 max_delay=10, hdm_base=HDM_BASE):
+                 max_delay=10, hdm_base=HDM_BASE, corrupt_decision_at=None, corrupt_route_at=None):
         self.dut, self.rng = dut, rng
         p = params()
         self.p = p
@@ -167,6 +172,11 @@ class CxlEnv:
         self.expect_skipped = 0
         self._gate_step = False
         self.model = None
+        # the top's decisions and routes against ControllerModel (its register writes mirrored)
+        self.top = TopCheck(dut, p, corrupt_decision_at=corrupt_decision_at, corrupt_route_at=corrupt_route_at)
+        self.hints = []                     # hints for the ``hint`` port, the head offered until taken
+        self._hint_valid = False
+        self._hint_wire = None
         self.used_lines = []
         self.hosts = []                     # MESI host caches on disjoint lines, each with its own tags
         self.owner = {}                     # line -> its host
@@ -275,7 +285,7 @@ class CxlEnv:
         self.master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
         for part in (self.master.write_if, self.master.read_if):    # a line per register access otherwise
             part.log.setLevel(logging.WARNING)
-        self.dev = Device(AxiLiteTransport(self.master))
+        self.dev = Device(self.top.transport(self.master))
         await self.dev.check_identity()
         caps = await self.dev.read_fields("CAPS")
         assert caps["bisnoop"] == 1 and caps["quant"] == 1, f"CAPS {caps}: no BI-snoop or no host data path"
@@ -320,6 +330,10 @@ class CxlEnv:
             self.own.setdefault(msg["tag"], [])
         self.queues[ch].append(msg)
 
+    def send_hint(self, hint):
+        """Queue a hint (models.hdm.Hint) for the top's ``hint`` port."""
+        self.hints.append(hint)
+
     def pending_m2s(self):
         return sum(len(q) - self._qpos[ch] for ch, q in self.queues.items())
 
@@ -327,8 +341,6 @@ class CxlEnv:
     async def _loop(self):
         dut, rng = self.dut, self.rng
         ports, packers = self.ports, self.packers
-        route_v = dut.route__valid
-        dec_v = dut.decision__valid
         eports = None
         while True:
             await RisingEdge(dut.clk)
@@ -370,7 +382,17 @@ class CxlEnv:
                     self._deliver(ch, box.pop(0)[1])
             if self.stimulus is not None:
                 self.stimulus()
+            if self.hints and self._hint_wire is None:
+                dut.hint__payload.value = self.top.pk["hint"].pack(self.hints[0].__dict__)
+                self._hint_wire = self.hints[0]
+            if bool(self.hints) != self._hint_valid:
+                self._hint_valid = bool(self.hints)
+                dut.hint__valid.value = int(self._hint_valid)
             await ReadOnly()
+            fired = self.top.sample(self._ready)  # from reset on: the decode's intake, the top's outputs
+            if self._hint_valid and dut.hint__ready.value:
+                self.hints.pop(0)
+                self._hint_wire = None            # the next one (if any) goes on at the next clock
             if self.model is None:
                 continue
             if eports is None:
@@ -390,10 +412,8 @@ class CxlEnv:
                 if self._ready[ch] and ports[ch].valid.value:
                     msg = packers[ch].unpack(int(ports[ch].payload.value))
                     self._output(ch, msg)
-            if route_v.value and self._ready["route"]:
-                self.seen["routes"] += 1
-            if dec_v.value and self._ready["decision"]:
-                self.seen["decisions"] += 1
+            self.seen["routes"] += fired["route"]
+            self.seen["decisions"] += fired["decision"]
             # the evict gate: a new victim entry, or the grant (the gate ignores answers in both cycles)
             erv, err_, erpl = self.evict_req
             gate_step = bool(erv.value and err_.value)
@@ -530,6 +550,15 @@ class CxlEnv:
         assert used, "the engine produced nothing"
         for sb in used:
             sb.check()
+
+    async def check_top(self, limit=2_000):
+        """The top's decisions and routes against ControllerModel: once every prediction has had
+        ``limit`` clocks to arrive (the ports' backpressure goes on), both scoreboards."""
+        for _ in range(limit):
+            if not self.top.owed():
+                break
+            await RisingEdge(self.dut.clk)
+        self.top.check()
 
     # -- waiting ---------------------------------------------------------------------------------
     async def cycles(self, n):

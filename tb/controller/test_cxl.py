@@ -2,7 +2,10 @@
 (``Controller(..., host_data=True, bisnoop=True)``) driven on its CXL.mem ports by a MESI host cache.
 
 Environment: ``tb/controller/cxlhost.py``. Every test runs with random S2M backpressure on NDR, DRS and
-BISnp, random gaps on the M2S channels and random delivery delays to the host.
+BISnp, random gaps on the M2S channels and random delivery delays to the host. In every test the top's
+``decision`` and ``route`` streams are compared in order, field for field, with ``ControllerModel``
+(``tb/controller/cxltop.py``), fed each access and hint where the HDM decode inside the top takes it and
+configured by the bench's own register writes (mirrored).
 
 * test_random_a (two host caches, the lines alternating between them), test_random_b (one): the host
   caches (reads S/A, stores, dirty writebacks, clean evictions, upgrades, NoOp read-backs, MemSpecRd,
@@ -13,34 +16,43 @@ BISnp, random gaps on the M2S channels and random delivery delays to the host.
   ``BISnoopModel``; the filter covers the host; at the end a flush and a read-back of every line, every
   request answered (an NDR per Req but MemSpecRd and per RwD, a DRS per read, a route per data-path
   access), the device drained (STATUS.busy = 0, the engine idle), the BI counters equal to what the
-  ports showed, no error, TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0. ``CXLKV_CXL_CYCLES`` (default
-  12000) per run. The hosts keep at most ``CXLKV_CXL_OUTSTANDING`` (6) requests waiting and
-  ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels. HDM_BASE 0x40000 in run a (the wire address
-  is line + 0x1000), 0 in run b.
+  ports showed, no error, TIER_WRITEBACKS, EVICTIONS, BISNP_SENT > 0; every decision and route equal to
+  ControllerModel's (hits, inserts, victims, write events; in a and b hinted reads too). In a and b
+  hints on the ``hint`` port (``HINT_RATE`` per clock: steps, mostly with a sample, a few backwards).
+  ``CXLKV_CXL_CYCLES`` (default 12000) per run. The hosts keep at most ``CXLKV_CXL_OUTSTANDING`` (6)
+  requests waiting and ``CXLKV_CXL_QUEUED`` (4) messages on the M2S channels. HDM_BASE 0x40000 in run a
+  (the wire address is line + 0x1000), 0 in run b.
 * test_random_heavy: the same with 64 requests waiting and 16 queued: the access queue fills behind
   evictions while their snoops are out, a BIConflict waits behind a MemWr on RwD. With a gate that
   waited for the BIRsp this deadlocked (CXLKV_SEED=12); the gate grants once the snoops have left.
   With HEAVY_DEADLOCK_SEED it deadlocked a gate that retried Busy for ever: every BITag held a snoop
   whose host waited for a BIConflictAck behind a MemWr; the gate now leaves a line to the host after
   BI_BUSY_LIMIT Busy answers (BI_SNOOPS_SKIPPED, equal to what the ports showed). tests/test_cocotb.py
-  runs it with that seed.
+  runs it with that seed; the stimulus has changed since (2026-12-02: no line is left to the host at
+  that seed, BI_SNOOPS_SKIPPED = 0), so test_busy_limit_skip makes the skip happen on purpose.
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
 * test_bi_timeout: BI_TIMEOUT small and a snoop the host does not answer: BI_TIMEOUTS, STATUS.bi_timeout,
   IRQ_STATUS.bi_timeout; the late BIRsp completes the eviction and the reads behind it.
 * test_bisnp_address_hdm_base: a held line's BISnp carries the host address with HDM_BASE != 0.
-* test_scoreboards_catch_corruption: one corrupted MemData expectation and one corrupted in-situ model
-  output are each reported, and only they; the counter check fails on a BI_SNOOPS_SKIPPED expectation
-  one off.
+* test_busy_limit_skip: every BISnp held, so the engine's BITags fill and an eviction's line is left to
+  the host after BI_BUSY_LIMIT Busy answers (BI_SNOOPS_SKIPPED); the decisions and routes around it
+  equal the model's; then the snoops answered and more evictions.
+* test_scoreboards_catch_corruption: one corrupted MemData expectation, one corrupted in-situ model
+  output, one corrupted top decision prediction and one route prediction are each reported, and only
+  they; the counter check fails on a BI_SNOOPS_SKIPPED expectation one off.
 """
+import random
+
 import cocotb
 from cocotb.triggers import RisingEdge
 
 from cxlkv.models import bisnoop as M
+from cxlkv.models import hdm as MH
 from cxlkv.tb.bisnoop.host import MOD
 from cxlkv.tb.common import env_int, must_fail, test_rng
-from cxlkv.tb.controller.cxlhost import HDM_BASE, OWN_TAG0, CxlEnv
+from cxlkv.tb.controller.cxlhost import HDM_BASE, LINES_PER_ENTRY, OWN_TAG0, CxlEnv
 
 ALL_BE = (1 << 64) - 1
 
@@ -61,20 +73,36 @@ def _used_lines(env, rng, positions, n_pos=5):
     return used, line0
 
 
-async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_hosts=1, queued=None):
+async def host_run(env, cycles, positions, issue_rate=0.25, outstanding=None, n_hosts=1, queued=None,
+                   hint_rate=0.0):
     """``n_hosts`` host caches against the top for ``cycles`` clocks, then flush, read back, drain. The
     hosts keep at most ``outstanding`` requests waiting for answers (CXLKV_CXL_OUTSTANDING, default 6).
-    Returns the hosts' stats (summed) and the stimulus counts."""
+    With ``hint_rate`` > 0, hints on the ``hint`` port at about that rate per clock (their own RNG): a
+    step that advances now and then (sometimes backwards: an HDM step error), mostly with an attention
+    sample for one of the entries in use. Returns the hosts' stats (summed) and the stimulus counts."""
     rng = env.rng
     used, line0 = _used_lines(env, rng, positions)
+    hint_rng = random.Random(rng.getrandbits(32)) if hint_rate else None
+    entries = [(env.queue_of(line), (line // LINES_PER_ENTRY) & ((1 << env.ps) - 1)) for line in line0]
+    hint_step = 0
     hosts = env.make_hosts(used, n_hosts)
-    counts = {"spec": 0}
+    counts = {"spec": 0, "hints": 0}
     if outstanding is None:
         outstanding = env_int("CXLKV_CXL_OUTSTANDING", 6)
     if queued is None:
         queued = env_int("CXLKV_CXL_QUEUED", 4)              # messages waiting on the M2S channels
 
     def stimulus():
+        nonlocal hint_step
+        if hint_rng is not None and len(env.hints) < 2 and hint_rng.random() < hint_rate:
+            r = hint_rng.random()
+            hint_step += r < 0.3
+            step = max(0, hint_step - hint_rng.randrange(1, 3)) if r > 0.98 else hint_step
+            q, pos = hint_rng.choice(entries)
+            has = int(hint_rng.random() < 0.8)
+            env.send_hint(MH.Hint(step=step, has_sample=has, layer=q // env.n_kv_heads, head=q % env.n_kv_heads,
+                                  position=pos, sample=hint_rng.getrandbits(16) if has else 0))
+            counts["hints"] += 1
         if (env.pending_m2s() > queued or sum(len(h.pending) for h in hosts) >= outstanding
                 or rng.random() > issue_rate):
             return
@@ -120,6 +148,7 @@ async def _random(dut, salt, positions, hdm_base, n_hosts, **limits):
     stats, counts = await host_run(env, env_int("CXLKV_CXL_CYCLES", 12000), positions, n_hosts=n_hosts, **limits)
     env.check_data()
     env.check_engine()
+    await env.check_top()
     _check_ports(env, counts)
     assert int(env.eng["idle"].value), "the engine is not idle at the end"
     assert not any(env.model.tags), f"snoops still outstanding at the end: {env.model.tags}"
@@ -128,20 +157,31 @@ async def _random(dut, salt, positions, hdm_base, n_hosts, **limits):
     tier = {n: await env.dev.read_reg(n) for n in ("TIER_WRITEBACKS", "EVICTIONS", "TIER_CLEAN_DROPS")}
     dut._log.info("%d host(s) %s; counters %s %s; %d MemData compared, %d spec reads, %d cycles", n_hosts, stats, got,
                   tier, env.data_compared, counts["spec"], env.cycle)
+    dut._log.info("%s", env.top.summary())
+    c = env.top.cover
+    top_compared = (env.top.sb["decision"].compared, env.top.sb["route"].compared)
+    assert top_compared == (env.seen["decisions"], env.seen["routes"]), (top_compared, env.seen)
+    for key in ("hit", "inserted", "victim", "event", "write_event") + (("hinted",) if counts["hints"] else ()):
+        assert c[key] > 0, f"coverage of the top's decisions: no {key}"
+    assert env.top.taken["hint"] == counts["hints"], (env.top.taken, counts)
     assert got["PROTO_ERRORS"] == 0 and got["BI_TIMEOUTS"] == 0, "errors with a correct host"
     assert tier["EVICTIONS"] > 0 and tier["TIER_WRITEBACKS"] > 0 and got["BISNP_SENT"] > 0, \
         f"no evictions, writebacks or snoops: {tier} {got}"
     assert stats["snoops"] == got["BISNP_SENT"] and stats["writebacks"] > 0
 
 
+#: hints per clock in test_random_a and _b (test_random_heavy has none: its pinned seed's stimulus stays)
+HINT_RATE = 0.03
+
+
 @cocotb.test()
 async def test_random_a(dut):
-    await _random(dut, 0xA, range(0, 16), HDM_BASE, n_hosts=2)
+    await _random(dut, 0xA, range(0, 16), HDM_BASE, n_hosts=2, hint_rate=HINT_RATE)
 
 
 @cocotb.test()
 async def test_random_b(dut):
-    await _random(dut, 0xB, range(16, 32), 0, n_hosts=1)
+    await _random(dut, 0xB, range(16, 32), 0, n_hosts=1, hint_rate=HINT_RATE)
 
 
 @cocotb.test()
@@ -245,6 +285,8 @@ async def test_errors(dut):
     await dev.settle()
     assert not env.errors, "\n".join(env.errors[:5])
     env.check_engine()
+    await env.check_top()
+    assert env.top.cover["route_error"] == 4, env.top.summary()     # the three reads and the write outside
     got = await env.check_counters()
     assert got["PROTO_ERRORS"] == 8, got                     # 2 bad_msg, 4 bad_addr, 2 unknown_tag
     dut._log.info("errors: counters %s, engine errors %s", got, env.eng_errors)
@@ -296,6 +338,7 @@ async def test_bi_timeout(dut):
     await dev.settle()
     assert not env.errors, "\n".join(env.errors[:5])
     env.check_engine()
+    await env.check_top()
     got = await env.check_counters()
     assert got["BI_TIMEOUTS"] == 1 and got["PROTO_ERRORS"] == 0 and got["BIRSP_I"] == 1, got
     await dev.clear_counters()                               # clears the engine's sticky status too
@@ -303,11 +346,72 @@ async def test_bi_timeout(dut):
 
 
 @cocotb.test()
+async def test_busy_limit_skip(dut):
+    """The evict gate leaves a line to the host after BI_BUSY_LIMIT Busy answers, and the top's decisions
+    and routes still equal ControllerModel's on the decode's order: the bench holds every BISnp, reads
+    line 0 and then line 3 with MetaValue A (the host may hold it E) of entry after entry of one queue
+    (QUEUE_BUDGET 2), so each eviction snoops a held line; once the engine's 4 BITags all hold a snoop the
+    next eviction's line answers Busy 16 times and is left to the host (BI_SNOOPS_SKIPPED, equal to what
+    the ports showed); then the held snoops are answered and the device drains."""
+    env = CxlEnv(dut, _sub_rng(0x5), ready_prob=1.0, idle=0.0)
+    await env.start()
+    own = Own(env)
+    env.hold_snoops = True
+    # positions no other test uses (the engine's line store is not cleared by reset; its model's starts at 0)
+    q, positions = 2, range(50, 64)
+    skipped_at = None
+    for pos in positions:
+        await own.read(env.line_of(q, pos, 0))
+        _, ndr = await own.read(env.line_of(q, pos, 3), mf=M.MF_META0, mv=M.MV_A)
+        assert ndr["opcode"] == M.CMP_E, ndr
+        if env.expect_skipped:
+            skipped_at = pos
+            break
+    assert skipped_at is not None, "no line was left to the host"
+    assert len(env.own_bisnp) == env.model.n_tags, f"{len(env.own_bisnp)} snoops held, not one per BITag"
+    answered = 0
+
+    def answer():
+        nonlocal answered
+        for snp in env.own_bisnp[answered:]:
+            env.send_own("m2s_birsp", {"opcode": M.BIRSP_I, "bi_id": snp["bi_id"], "bitag": snp["bitag"],
+                                       "low_addr": 0})
+        answered = len(env.own_bisnp)
+    answer()
+    for p in range(skipped_at + 1, min(skipped_at + 5, positions.stop)):    # after the skip: more evictions
+        await own.read(env.line_of(q, p, 0))
+        await own.read(env.line_of(q, p, 3), mf=M.MF_META0, mv=M.MV_A)
+        answer()
+    await env.cycles(200)
+    answer()
+    await env.dev.settle()
+    assert not env.errors, "\n".join(env.errors[:5])
+    env.check_engine()
+    await env.check_top()
+    got = await env.check_counters()
+    dut._log.info("busy limit: left to the host at position %d; counters %s; %s", skipped_at, got, env.top.summary())
+    assert got["BI_SNOOPS_SKIPPED"] >= 1 and got["BISNP_SENT"] > env.model.n_tags, got
+
+
+#: the top's decision and route predictions the negative test corrupts (a 1500-clock run compares
+#: some 60 decisions and 250 routes)
+DECISION_AT, ROUTE_AT = 17, 41
+
+
+@cocotb.test()
 async def test_scoreboards_catch_corruption(dut):
-    """Negative test: MemData expectation #3 and in-situ model output #25 corrupted; each reported, only it."""
-    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25)
+    """Negative test: MemData expectation #3, in-situ model output #25, the top's decision prediction
+    #DECISION_AT and route prediction #ROUTE_AT corrupted; each reported, only it."""
+    env = CxlEnv(dut, _sub_rng(0xC), corrupt_data_at=3, corrupt_model_at=25, corrupt_decision_at=DECISION_AT,
+                 corrupt_route_at=ROUTE_AT)
     await env.start()
     await host_run(env, 1500, range(32, 40))
+    dut._log.info("%s", env.top.summary())
+    for name, at in (("decision", DECISION_AT), ("route", ROUTE_AT)):
+        sb = env.top.sb[name]
+        assert sb.compared > at, f"top {name}: only {sb.compared} compared"
+        must_fail(sb.check, f"a corrupted top {name} prediction", dut._log, match="mismatch")
+        sb.assert_caught_one(at, dut._log)
     assert len(env.data_mismatches) == 1 and env.data_mismatches[0][0] == 3, env.data_mismatches
     must_fail(env.check_data, "a corrupted expectation", dut._log)
     errors = sum(sb.errors for sb in env.sb.values())
@@ -339,5 +443,6 @@ async def test_bisnp_address_hdm_base(dut):
         await env.wait_own(t, 2)
     await env.dev.settle()
     env.check_engine()
+    await env.check_top()
     assert snp["addr"] == line + env.base_line, \
         f"BISnp address {snp['addr']:#x}: the host address of line {line:#x} is {line + env.base_line:#x}"
