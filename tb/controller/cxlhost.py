@@ -610,7 +610,7 @@ class CxlEnv:
     # -- counters --------------------------------------------------------------------------------
     async def check_counters(self):
         """BISNP_SENT, BIRSP_*, BI_CONFLICTS, PROTO_ERRORS, BI_TIMEOUTS, BI_SNOOPS_SKIPPED equal what the
-        ports showed."""
+        ports showed; the tracker's and the HDM decode's counters equal the model's (TopCheck.counter_diffs)."""
         dev = self.dev
         got = {name: await dev.read_reg(name) for name in
                ("BISNP_SENT", "BIRSP_I", "BIRSP_S", "BIRSP_E", "BI_CONFLICTS", "PROTO_ERRORS", "BI_TIMEOUTS",
@@ -620,6 +620,8 @@ class CxlEnv:
                 "PROTO_ERRORS": sum(self.eng_errors.get(k, 0) for k in PROTO_KINDS),
                 "BI_TIMEOUTS": self.eng_errors.get(M.E_TIMEOUT, 0), "BI_SNOOPS_SKIPPED": self.expect_skipped}
         assert got == want, f"counters {got}, the ports showed {want}"
+        diffs = await self.top.counter_diffs(dev)
+        assert not diffs, f"tracker/HDM counters differ from the model (DUT, model): {diffs}"
         return got
 
 

@@ -28,17 +28,21 @@ change what the decode takes, so nothing is excluded (test_busy_limit_skip compa
 routes around a line left to the host; an access the host serves from a copy it was left never reaches
 the decode, so it is neither predicted nor produced). ``accesses`` rather than ``lines``: both give
 the same routes and decisions (``lines`` adds the lookups and the mover's host ops, whose data the
-bench checks end to end); the model's tier mover and counters are not compared here.
+bench checks end to end); the tracker's and the decode's counter registers are compared with the
+model's at the end (``counter_diffs``), the tier mover's are not (the model is fed no line data).
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from cxlkv.models import hdm as MH
-from cxlkv.models.controller import ControllerModel
+from cxlkv.models import regmap
+from cxlkv.models.controller import COUNTER_SOURCES, HDM_COUNTERS, ControllerModel
 from cxlkv.tb.common import InOrderScoreboard, Packer
 from cxlkv.tb.controller.topenv import MirrorTransport
 
+#: counter registers compared with the model at the end of a run: the tracker's and the HDM decode's
+MODEL_COUNTERS = (*COUNTER_SOURCES, "FILLS", *HDM_COUNTERS)
 #: the HDM decode's instance name in the top (``m.submodules.hdm``)
 HDM_NAME = "hdm"
 #: the decode's ready of access and hint: Amaranth names the shared signal ``adv`` in the Verilog
@@ -162,6 +166,21 @@ class TopCheck:
             self.cover["event"] += 1
 
     # -- at the end -----------------------------------------------------------------------------
+    async def counter_diffs(self, dev) -> dict:
+        """The tracker's and the HDM decode's counter registers (MODEL_COUNTERS), DUT against the
+        model: {name: (DUT, model)} of those that differ. The tier mover's are left out (the model
+        here is fed no line data)."""
+        diffs = {}
+        for name in MODEL_COUNTERS:
+            reg = regmap.BY_NAME[name]
+            got = await dev.read_reg(name)
+            want = 0
+            for w in range(reg.words):                 # low word first, as the driver reads
+                want |= self.model.read32(reg.offset + 4 * w)[0] << (32 * w)
+            if got != want:
+                diffs[name] = (got, want)
+        return diffs
+
     def owed(self):
         return any(sb.expected for sb in self.sb.values())
 

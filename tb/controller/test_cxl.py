@@ -41,7 +41,8 @@ configured by the bench's own register writes (mirrored).
   equal the model's; then the snoops answered and more evictions.
 * test_scoreboards_catch_corruption: one corrupted MemData expectation, one corrupted in-situ model
   output, one corrupted top decision prediction and one route prediction are each reported, and only
-  they; the counter check fails on a BI_SNOOPS_SKIPPED expectation one off.
+  they; the counter check fails on a BI_SNOOPS_SKIPPED expectation one off, and on a model EVICTIONS
+  one off.
 """
 import random
 
@@ -427,6 +428,16 @@ async def test_scoreboards_catch_corruption(dut):
         dut._log.info("check_counters failed as it must: %s", str(exc).splitlines()[0])
     else:
         raise AssertionError("check_counters() passed despite a BI_SNOOPS_SKIPPED expectation one off")
+    env.expect_skipped -= 1
+    env.top.model.counts["EVICTIONS"] += 1       # the model's counters as the registers show them
+    env.top.model._publish()
+    try:
+        await env.check_counters()
+    except AssertionError as exc:
+        assert "EVICTIONS" in str(exc) and "READS" not in str(exc), exc
+        dut._log.info("check_counters failed as it must: %s", str(exc).splitlines()[0])
+    else:
+        raise AssertionError("check_counters() passed despite a model EVICTIONS one off")
 
 
 @cocotb.test()
