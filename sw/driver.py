@@ -64,7 +64,9 @@ CONFIG_FIELDS = {
 #: (the write would change nothing; the reset value is let through for scripts that set it on
 #: every build, e.g. prefetch_window=0)
 CONFIG_CAPS = {"PREFETCH": "prefetch", "PREFETCH_PERIOD": "prefetch", "PHASE_CFG": "phase",
-               "BI_TIMEOUT": "bisnoop", "TIER_LAT": "tiermover"}
+               "BI_TIMEOUT": "bisnoop", "TIER_LAT": "tiermover",
+               **dict.fromkeys(("ALPHA", "TAU", "QUEUE_BUDGET", "PINS", "TLN_R", "TLN_D", "HW_BUCKET", "HW_SAMPLE",
+                                "COLDLIST_THRESHOLD"), "tracker")}
 
 #: the tier mover's counters in ``replay()``'s answer (extra keys, when CAPS.tiermover = 1)
 TIER_REPLAY_KEYS = ("tier_commands", "tier_hits", "tier_fills", "tier_writebacks", "tier_clean_drops",
@@ -172,12 +174,12 @@ class Device:
             absent = {}
             for key, v in settings.items():
                 reg, field = CONFIG_FIELDS[key]
-                cap = CONFIG_CAPS.get(reg)
-                if cap is not None and not caps[cap] and v != _reg(reg).field(field).reset:
-                    absent.setdefault(cap, []).append(key)
+                cap, reset = CONFIG_CAPS.get(reg), _reg(reg).field(field).reset
+                if cap is not None and not caps[cap] and v != reset:
+                    absent.setdefault(cap, []).append(f"{key} (only its reset value {reset} is taken)")
             if absent:
-                raise ConfigError("; ".join(f"this device has no {cap} block (CAPS.{cap} = 0): {', '.join(keys)} "
-                                            "would change nothing" for cap, keys in absent.items())
+                raise ConfigError("; ".join(f"this device has no {cap} block (CAPS.{cap} = 0), so "
+                                            f"{', '.join(keys)} would have no effect" for cap, keys in absent.items())
                                   + "; nothing was written")
         for reg, fields in by_reg.items():
             await self._write_checked(reg, fields)

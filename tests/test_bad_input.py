@@ -71,6 +71,7 @@ def test_mmio_offsets_within_a_page_and_bad_paths(tmp_path):
     image = bytearray(8192)
     image[0x104:0x108] = (0x43584B56).to_bytes(4, "little")                 # ID at the block's offset 0
     image[0x10C:0x110] = (2 << 16 | 4).to_bytes(4, "little")                # GEOMETRY: 4 layers x 2 KV heads
+    image[0x114] = 1                                                        # CAPS.tracker
     path.write_bytes(bytes(image))
     with SyncDevice(MmioTransport(str(path), offset=0x104)) as dev:
         assert dev.info()["id"] == "0x43584b56" and dev.info()["queues"] == 8
@@ -151,13 +152,17 @@ def test_configure_refuses_a_block_the_device_lacks():
         caps = dev.read_fields("CAPS")
         assert not (caps["prefetch"] or caps["bisnoop"] or caps["tiermover"]) and caps["phase"]
         before = dev.config()
-        with pytest.raises(ConfigError, match=r"no prefetch block \(CAPS.prefetch = 0\): prefetch_window, "
-                                              r"prefetch_period would change nothing; this device has no "
-                                              r"bisnoop block \(CAPS.bisnoop = 0\): bi_timeout .*nothing was written"):
+        with pytest.raises(ConfigError, match=r"no prefetch block \(CAPS.prefetch = 0\), so prefetch_window "
+                                              r"\(only its reset value 0 is taken\), prefetch_period \(only its "
+                                              r"reset value 64 is taken\) would have no effect; this device has no "
+                                              r"bisnoop block \(CAPS.bisnoop = 0\), so bi_timeout .*nothing was written"):
             dev.configure(alpha=0x1234, prefetch_window=4, prefetch_period=9, bi_timeout=5)
-        with pytest.raises(ConfigError, match=r"no tiermover block .*: tier_lat_dram"):
+        with pytest.raises(ConfigError, match=r"no tiermover block .*, so tier_lat_dram \(only its reset value 2"):
             dev.configure(tier_lat_dram=3)
         assert dev.config() == before
         dev.configure(prefetch_window=0, tier_lat_dram=2)   # their reset values: let through
         dev.configure(alpha=0x1234, phase_ratio=3)   # blocks it has: written
         assert dev.config()["alpha"] == 0x1234 and dev.config()["phase_ratio"] == 3
+    with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2, tracker="none")) as dev:
+        with pytest.raises(ConfigError, match=r"no tracker block \(CAPS.tracker = 0\), so queue_budget"):
+            dev.configure(queue_budget=8)

@@ -86,7 +86,9 @@ def board_sim():
         fragment = Fragment.get(top, platform)
     finally:
         mp.undo()
-    return board, platform, fragment, _PLL.made[-1]
+    pll = _PLL.made[-1]
+    assert (pll.config.fin_mhz, pll.config.fout_mhz) == (board.clock_mhz, HZ / 1e6)   # what the PLL was asked for
+    return board, platform, fragment, pll
 
 
 def test_board_top_leds_reset_and_uart(board_sim):

@@ -20,8 +20,8 @@ the access and the configuration; the tracker's events are the decode's line-0 e
 (the sequencer lets an HDM event in only while its route is at its head), the lookups of lines 1 ... go
 between them and change nothing (``TrackerModel.lookup``; the decision fork keeps them off the port,
 as it keeps prefetch decisions), the direct ``event`` port idles in this bench (its ``valid`` held
-at 0: an event there would meet the decode's in an order the ports do not show), PREFETCH.window stays 0 (the bench never writes it; mirrored anyway). The
-BI-snoop engine, the evict gate (Busy retries, a line left to the host after BI_BUSY_LIMIT Busy
+at 0: an event there would meet the decode's in an order the ports do not show), PREFETCH.window
+stays 0 (the bench never writes it; mirrored anyway). The BI-snoop engine, the evict gate (Busy retries, a line left to the host after BI_BUSY_LIMIT Busy
 answers: BI_SNOOPS_SKIPPED) and the tier mover's host ops act behind the tracker's decisions or in
 front of the access queue: they delay accesses and decisions (backpressure) but neither reorder nor
 change what the decode takes, so nothing is excluded (test_busy_limit_skip compares decisions and
@@ -185,16 +185,15 @@ class TopCheck:
         return any(sb.expected for sb in self.sb.values())
 
     def check(self):
-        """Both scoreboards (nothing owed, nothing unexpected, every item equal; a test without any
-        route skips both: the ports showed nothing and the model predicted nothing)."""
+        """Each scoreboard that saw anything: nothing owed, nothing unexpected, every item equal. One
+        that saw nothing at all (no prediction, no output: a test without line-0 accesses) is left
+        alone, since InOrderScoreboard.check fails on "nothing compared"; the random tests require
+        traffic on both themselves."""
         if self.errors:
             raise AssertionError(self.errors[0])
-        if not (self.sb["route"].compared or self.sb["route"].expected or self.sb["route"].unexpected):
-            return
-        for name, sb in self.sb.items():
-            if name == "decision" and not (sb.compared or sb.expected or sb.unexpected):
-                continue                        # accesses, but none a line-0 one in the window
-            sb.check()
+        for sb in self.sb.values():
+            if sb.compared or sb.expected or sb.unexpected:
+                sb.check()
 
     def summary(self):
         return (f"top: taken {self.taken}; compared { {n: sb.compared for n, sb in self.sb.items()} }; "
