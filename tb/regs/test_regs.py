@@ -441,10 +441,13 @@ async def test_driver_over_axil(dut):
     await env.set_input(geometry, geometry.field("n_layers"), 4)
     await env.set_input(geometry, geometry.field("n_kv_heads"), 2)
     await env.set_input(reads, reads.fields[0], 123456789012)
+    caps = regmap.BY_NAME["CAPS"]
+    await env.set_input(caps, caps.field("tracker"), 1)              # the driver takes alpha and tau then
     dev = await Device.open(AxiLiteTransport(env.master))
     info = await dev.info()
     assert (info["n_layers"], info["n_kv_heads"], info["queues"]) == (4, 2, 8), info
     assert (await dev.counters())["reads"] == 123456789012
+    assert "tracker" in info["caps"]
     await dev.configure(alpha=0x2000, tau=5000)
     assert int(dut.alpha_value.value) == 0x2000 and int(dut.tau_value.value) == 5000
     await dev.set_format(3, 2)
