@@ -33,13 +33,11 @@ model's at the end (``counter_diffs``), the tier mover's are not (the model is f
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from cxlkv.models import hdm as MH
 from cxlkv.models import regmap
 from cxlkv.models.controller import COUNTER_SOURCES, HDM_COUNTERS, ControllerModel
-from cxlkv.tb.common import InOrderScoreboard, Packer
-from cxlkv.tb.controller.topenv import MirrorTransport
+from cxlkv.tb.common import Packer
+from cxlkv.tb.controller.topenv import MirrorTransport, TopPredictor
 
 #: counter registers compared with the model at the end of a run: the tracker's and the HDM decode's
 MODEL_COUNTERS = (*COUNTER_SOURCES, "FILLS", *HDM_COUNTERS)
@@ -58,13 +56,15 @@ def _first(handle, names, what):
     raise AssertionError(f"{what}: none of {names} in {handle._path}")
 
 
-class TopCheck:
-    """The model of the top and its two scoreboards; :meth:`sample` once per clock in ReadOnly."""
+class TopCheck(TopPredictor):
+    """The model of the top and its two scoreboards (TopPredictor), fed from the HDM decode inside the
+    top; :meth:`sample` once per clock in ReadOnly."""
 
     def __init__(self, dut, p, *, corrupt_decision_at=None, corrupt_route_at=None):
         from cxlkv.hdl.controller import Controller
+        super().__init__(ControllerModel(**p), corrupt_decision_at=corrupt_decision_at,
+                         corrupt_route_at=corrupt_route_at)
         self.dut = dut
-        self.model = ControllerModel(**p)
         top = Controller(**p)                    # for its port layouts only
         top._MustUse__silence = True
         hdm = top._new_hdm()
@@ -87,41 +87,12 @@ class TopCheck:
             assert len(handle) == self.pk[name].width, \
                 f"hdm.{name} payload of {len(handle)} bits, the layout {self.pk[name].width}"
         self.out = {name: (dut[f"{name}__valid"], dut[f"{name}__payload"]) for name in ("decision", "route")}
-        self.sb = {"decision": InOrderScoreboard("top decision"), "route": InOrderScoreboard("top route")}
-        self.corrupt = {"decision": corrupt_decision_at, "route": corrupt_route_at}
-        self.predicted = {"decision": 0, "route": 0}
         self.taken = {"access": 0, "hint": 0}
-        self.cover = dict.fromkeys(("hit", "inserted", "victim", "no_victim", "error", "route_error", "event",
-                                    "hinted", "write_event", "same_clock_hint"), 0)
         self.errors = []
 
     def transport(self, master):
         """The driver's transport: every register write to the DUT and, after its response, to the model."""
-        return MirrorTransport(master, SimpleNamespace(model=self.model))
-
-    # -- predictions ----------------------------------------------------------------------------
-    def _expect(self, name, item):
-        k = self.predicted[name]
-        if k == self.corrupt[name]:
-            if name == "decision":
-                item = {**item, "victim": item["victim"] ^ 1}
-            else:
-                item = MH.Route(**{**item.__dict__, "tag": item.tag ^ 1})
-        self.predicted[name] += 1
-        self.sb[name].expect(item)
-
-    def _decision(self, route, answer, td):
-        hit, inserted, vv, nv, err, victim = answer
-        c = self.cover
-        c["hit"] += hit
-        c["inserted"] += inserted
-        c["victim"] += vv
-        c["no_victim"] += nv
-        c["error"] += err
-        c["write_event"] += route.write
-        return {"layer": route.layer, "head": route.head, "position": route.position, "hit": hit,
-                "inserted": inserted, "victim_valid": vv, "no_victim": nv, "error": err, "victim": victim,
-                "slot": td.slot, "prefetch": 0, "lookup": 0}
+        return MirrorTransport(master, self.model)
 
     # -- the monitor ----------------------------------------------------------------------------
     def sample(self, ready):
@@ -148,22 +119,9 @@ class TopCheck:
         return fired
 
     def _feed(self, items):
-        out = self.model.accesses(items)
-        if out is None:
-            if len(self.errors) < 10:
-                self.errors.append(f"the HDM decode took {items} while the model takes no access "
-                                   f"(CONTROL.enable = 0 or STATUS.ring_error in the model)")
-            return
-        routes, decisions = out
-        with_event = [r for r in routes if r.event]
-        assert len(with_event) == len(decisions) == len(self.model.tracker_decisions), (routes, decisions)
-        for r in routes:
-            self._expect("route", r)
-            self.cover["route_error"] += r.status != 0
-            self.cover["hinted"] += r.hinted
-        for r, d, td in zip(with_event, decisions, self.model.tracker_decisions):
-            self._expect("decision", self._decision(r, d, td))
-            self.cover["event"] += 1
+        if not self.feed_accesses(items) and len(self.errors) < 10:
+            self.errors.append(f"the HDM decode took {items} while the model takes no access "
+                               f"(CONTROL.enable = 0 or STATUS.ring_error in the model)")
 
     # -- at the end -----------------------------------------------------------------------------
     async def counter_diffs(self, dev) -> dict:
@@ -180,9 +138,6 @@ class TopCheck:
             if got != want:
                 diffs[name] = (got, want)
         return diffs
-
-    def owed(self):
-        return any(sb.expected for sb in self.sb.values())
 
     def check(self):
         """Each scoreboard that saw anything: nothing owed, nothing unexpected, every item equal. One

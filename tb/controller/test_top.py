@@ -177,7 +177,7 @@ async def _random(dut, salt, prefetch):
     c = env.cover
     dut._log.info("%d cycles; accepted %s; compared %s; cover %s", env.cycle, env.accepted,
                   {n: sb.compared for n, sb in env.sb.items()}, c)
-    for key in ("hit", "inserted", "victim", "error", "route_error", "hdm_event") + (("no_victim",) if rounds > 1 else ()):
+    for key in ("hit", "inserted", "victim", "error", "route_error", "event") + (("no_victim",) if rounds > 1 else ()):
         assert c[key] > 0, f"coverage: no {key}"
     for reg in ("STEP_ERRORS", "BAD_EVENTS", "COLDLIST_DROPS", "PHASE_CHANGES", "DECODE_ERRORS") + \
             (("PREFETCHES",) if prefetch else ()):

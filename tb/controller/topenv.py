@@ -46,9 +46,9 @@ class MirrorTransport(AxiLiteTransport):
     to the model, whose response must be the same (the register write path of both)."""
     name = "axil+model"
 
-    def __init__(self, master, env):
+    def __init__(self, master, model):
         super().__init__(master)
-        self.env = env
+        self.model = model
 
     async def write32(self, addr, value):
         try:
@@ -56,11 +56,78 @@ class MirrorTransport(AxiLiteTransport):
             resp = 0
         except BusError as exc:
             resp = exc.resp
-        mresp = self.env.model.write32(addr, value)
+        mresp = self.model.write32(addr, value)
         if bool(resp) != bool(mresp):
             raise AssertionError(f"write {addr:#x} = {value:#x}: DUT response {resp}, model {mresp}")
         if resp:
             raise BusError("write", addr, resp)
+
+
+class TopPredictor:
+    """ControllerModel's predictions of the top's ``decision`` and ``route`` streams, in two in-order
+    scoreboards, from what the top took (``feed_event``, ``feed_accesses``): the one piece both benches
+    of the top use (``controller_top`` fed at its ports, ``controller_cxl`` where its HDM decode takes
+    accesses and hints). ``corrupt_*_at``: that prediction is corrupted (one bit), for negative tests."""
+    COVER = ("hit", "inserted", "victim", "no_victim", "error", "route_error", "event", "hinted", "write_event",
+             "same_clock_hint")
+
+    def __init__(self, model, *, corrupt_decision_at=None, corrupt_route_at=None):
+        self.model = model
+        self.sb = {"decision": InOrderScoreboard("top decision"), "route": InOrderScoreboard("top route")}
+        self.corrupt = {"decision": corrupt_decision_at, "route": corrupt_route_at}
+        self.predicted = {"decision": 0, "route": 0}
+        self.cover = dict.fromkeys(self.COVER, 0)
+
+    def _expect(self, name, item):
+        if self.predicted[name] == self.corrupt[name]:
+            item = {**item, "victim": item["victim"] ^ 1} if name == "decision" else replace(item, tag=item.tag ^ 1)
+        self.predicted[name] += 1
+        self.sb[name].expect(item)
+
+    def _decision(self, layer, head, position, answer, tracker_decision):
+        """The port's decision from the model's answer (hit, inserted, victim_valid, no_victim,
+        error, victim) of one event and the tracker model's decision (for the slot)."""
+        hit, inserted, vv, nv, err, victim = answer
+        c = self.cover
+        c["hit"] += hit
+        c["inserted"] += inserted
+        c["victim"] += vv
+        c["no_victim"] += nv
+        c["error"] += err
+        return {"layer": layer, "head": head, "position": position, "hit": hit, "inserted": inserted,
+                "victim_valid": vv, "no_victim": nv, "error": err, "victim": victim,
+                "slot": tracker_decision.slot, "prefetch": 0, "lookup": 0}
+
+    def feed_event(self, e) -> bool:
+        """An event the direct port took (its payload fields); False when the model takes none."""
+        out = self.model.events([(e["layer"], e["head"], e["position"], e["write"], e["sample"], e["step"])])
+        if out is None:
+            return False
+        self._expect("decision", self._decision(e["layer"], e["head"], e["position"], out[0],
+                                                *self.model.tracker_decisions))
+        return True
+
+    def feed_accesses(self, items) -> bool:
+        """Hints and accesses the HDM decode took in one clock (the hint first), as
+        ``ControllerModel.accesses`` takes them; False when the model takes none."""
+        out = self.model.accesses(items)
+        if out is None:
+            return False
+        routes, decisions = out
+        with_event = [r for r in routes if r.event]
+        assert len(with_event) == len(decisions) == len(self.model.tracker_decisions), (routes, decisions)
+        for r in routes:
+            self._expect("route", r)
+            self.cover["route_error"] += r.status != 0
+            self.cover["hinted"] += r.hinted
+        for r, d, td in zip(with_event, decisions, self.model.tracker_decisions):
+            self._expect("decision", self._decision(r.layer, r.head, r.position, d, td))
+            self.cover["event"] += 1
+            self.cover["write_event"] += r.write
+        return True
+
+    def owed(self) -> bool:
+        return any(sb.expected for sb in self.sb.values())
 
 
 class TopEnv:
@@ -81,15 +148,13 @@ class TopEnv:
         self.n_layers, self.n_kv_heads = p["n_layers"], p["n_kv_heads"]
         self.n_positions = 1 << p["entries_log2"]
         self.hdm_geom = MH.HdmGeometry(self.n_layers, self.n_kv_heads, self.n_positions, **HDM_PARAMS)
-        self.sb = {"decision": InOrderScoreboard("top decision"), "route": InOrderScoreboard("top route")}
-        self.corrupt = {"decision": corrupt_decision_at, "route": corrupt_route_at}
-        self.predicted = {"decision": 0, "route": 0}
+        self.pred = TopPredictor(self.model, corrupt_decision_at=corrupt_decision_at,
+                                 corrupt_route_at=corrupt_route_at)
+        self.sb, self.cover = self.pred.sb, self.pred.cover
         self.ready_prob, self.burst = ready_prob, burst
         self.cycle = 0
         self.last_out = 0                       # cycle of the last output handshake
         self.accepted = {"event": 0, "access": 0, "hint": 0}
-        self.cover = dict.fromkeys(("hit", "inserted", "victim", "no_victim", "error",
-                                    "route_error", "hdm_event", "same_clock_hint"), 0)
         self.dev = None
 
     # -- start -----------------------------------------------------------------------------------
@@ -112,7 +177,7 @@ class TopEnv:
         for part in (master.write_if, master.read_if):
             part.log.setLevel(logging.WARNING)
         pause_axil(master, self.rng)           # the register bus with gaps and B/R backpressure too
-        self.dev = Device(MirrorTransport(master, self))
+        self.dev = Device(MirrorTransport(master, self.model))
         await self.dev.check_identity()
         caps = await self.dev.read_fields("CAPS")
         assert caps["tracker"] and caps["hdm"] and caps["tiermover"] and not caps["quant"] and not caps["bisnoop"], \
@@ -132,27 +197,6 @@ class TopEnv:
     def _unpack(self, name):
         return self.pk[name].unpack(int(self.ports[name].payload.value))
 
-    def _expect(self, name, item):
-        k = self.predicted[name]
-        if k == self.corrupt[name]:
-            field = "hit" if name == "decision" else "tag"
-            item = {**item, field: item[field] ^ 1} if isinstance(item, dict) else replace(item, tag=item.tag ^ 1)
-        self.predicted[name] += 1
-        self.sb[name].expect(item)
-
-    def _decision(self, layer, head, position, answer, tracker_decision):
-        """The port's decision from the model's answer (hit, inserted, victim_valid, no_victim,
-        error, victim) of one event and the tracker model's decision (for the slot)."""
-        hit, inserted, vv, nv, err, victim = answer
-        self.cover["hit"] += hit
-        self.cover["inserted"] += inserted
-        self.cover["victim"] += vv
-        self.cover["no_victim"] += nv
-        self.cover["error"] += err
-        return {"layer": layer, "head": head, "position": position, "hit": hit, "inserted": inserted,
-                "victim_valid": vv, "no_victim": nv, "error": err, "victim": victim,
-                "slot": tracker_decision.slot, "prefetch": 0, "lookup": 0}
-
     async def _monitor(self):
         clk = self.dut.clk
         while True:
@@ -162,10 +206,7 @@ class TopEnv:
             if self._fire("event"):
                 e = self._unpack("event")
                 self.accepted["event"] += 1
-                out = self.model.events([(e["layer"], e["head"], e["position"], e["write"], e["sample"], e["step"])])
-                assert out is not None, "the DUT took an event the model does not accept"
-                self._expect("decision", self._decision(e["layer"], e["head"], e["position"], out[0],
-                                                        *self.model.tracker_decisions))
+                assert self.pred.feed_event(e), "the DUT took an event the model does not accept"
             items = []
             h = self._fire("hint")
             if h:                               # a hint and an access of one clock: the hint first
@@ -176,18 +217,7 @@ class TopEnv:
                 self.accepted["access"] += 1
                 self.cover["same_clock_hint"] += h
             if items:
-                out = self.model.accesses(items)
-                assert out is not None, "the DUT took an access the model does not accept"
-                routes, decisions = out
-                with_event = [r for r in routes if r.event]
-                assert len(with_event) == len(decisions), (routes, decisions)
-                for r in routes:
-                    self._expect("route", r)
-                    self.cover["route_error"] += r.status != 0
-                assert len(self.model.tracker_decisions) == len(decisions)
-                for r, d, td in zip(with_event, decisions, self.model.tracker_decisions):
-                    self._expect("decision", self._decision(r.layer, r.head, r.position, d, td))
-                    self.cover["hdm_event"] += 1
+                assert self.pred.feed_accesses(items), "the DUT took an access the model does not accept"
             if self._fire("decision"):
                 self.sb["decision"].actual(self._unpack("decision"))
                 self.last_out = self.cycle
@@ -215,7 +245,7 @@ class TopEnv:
         quiet = 0
         while quiet < 16:
             await RisingEdge(clk)
-            owed = any(sb.expected for sb in self.sb.values())
+            owed = self.pred.owed()
             quiet = 0 if owed else quiet + 1
             if owed and self.cycle - self.last_out > STALL_CYCLES:
                 raise AssertionError(f"{what}: no output for {STALL_CYCLES} cycles with "
