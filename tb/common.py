@@ -90,13 +90,13 @@ class StreamPort:
 OFFER_MAX_WAIT = 100_000
 
 
-async def offer(clk, port: StreamPort, packer: Packer, item, max_wait: int = OFFER_MAX_WAIT):
+async def offer(clk, port: StreamPort, packer: Packer | None, item, max_wait: int = OFFER_MAX_WAIT):
     """Offer one ``item`` on ``port`` and return in the cycle after it was taken (``valid`` low again).
     Fails, naming the port, when ``ready`` stays low for ``max_wait`` cycles: a deadlocked design
-    fails its test instead of hanging the run."""
+    fails its test instead of hanging the run. ``packer`` None: ``item`` is the payload's integer."""
     from cocotb.triggers import ReadOnly, RisingEdge
 
-    port.payload.value = packer.pack(item)
+    port.payload.value = item if packer is None else packer.pack(item)
     port.valid.value = 1
     for _ in range(max_wait):
         await ReadOnly()

@@ -18,7 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from cxlkv.models import metaaxi as M
-from cxlkv.tb.common import OFFER_MAX_WAIT, InOrderScoreboard, env_int, params, test_rng
+from cxlkv.tb.common import InOrderScoreboard, StreamPort, env_int, offer, params, test_rng
 
 BASE = 0x10_0000
 
@@ -353,22 +353,6 @@ class Axi4Slave:
         return not (self.r_q or self.b_q or self.aw_q or self.w_q)
 
 
-async def _offer_until_taken(env, port, payload, max_wait=OFFER_MAX_WAIT):
-    """The tracker's side of one request on ``meta_rd`` or ``meta_wr``."""
-    dut = env.dut
-    getattr(dut, f"{port}__payload").value = payload
-    getattr(dut, f"{port}__valid").value = 1
-    for _ in range(max_wait):
-        await ReadOnly()
-        taken = int(getattr(dut, f"{port}__ready").value)
-        await RisingEdge(dut.clk)
-        if taken:
-            break
-    else:
-        raise AssertionError(f"{port}: ready stayed low for {max_wait} cycles with valid high")
-    getattr(dut, f"{port}__valid").value = 0
-
-
 async def _tracker_side(env, rng, port, n, words, busy, idle, in_order=False):
     """``n`` requests on ``port`` over ``words`` (random, or ``in_order``), each after random idle cycles.
     A word the other side is offering (and waiting with) is not chosen, so what a read must return is
@@ -380,7 +364,7 @@ async def _tracker_side(env, rng, port, n, words, busy, idle, in_order=False):
         word = words[i] if in_order else rng.choice([w for w in words if w not in busy.values()])
         busy[port] = word
         payload = word if port == "meta_rd" else word | rng.getrandbits(64) << env.aw
-        await _offer_until_taken(env, port, payload)
+        await offer(env.dut.clk, StreamPort(env.dut, port), None, payload)
         del busy[port]
 
 
