@@ -390,6 +390,20 @@ class SimTransport(Transport):
         self.params = dict(params)
         #: the harness throttles batches: gaps before events, decision backpressure (a test of the top)
         self.throttle = False
+        self._bus_throttle = False
+
+    @property
+    def bus_throttle(self) -> bool:
+        """The harness throttles the register bus: random gaps before AW, W and AR and random
+        BREADY/RREADY on every access (a test of the register slave; the driver sees the same
+        answers, later). The slave's handshakes are checked in either mode (TransportError)."""
+        return self._bus_throttle
+
+    @bus_throttle.setter
+    def bus_throttle(self, on: bool) -> None:
+        from cxlkv.tb.vharness import OP_BUS_THROTTLE
+        self._call(OP_BUS_THROTTLE, 0, int(bool(on)))
+        self._bus_throttle = bool(on)
 
     def _recv(self, n: int) -> bytes:
         buf = bytearray()
@@ -413,6 +427,11 @@ class SimTransport(Transport):
             return status, value, extra
         if status == 0xFF:
             raise TransportError(f"the simulated bus did not answer (op {op} at {a:#x})")
+        if status == 0xFB:
+            from cxlkv.tb.vharness import PROTO_VIOLATIONS
+            what = PROTO_VIOLATIONS.get(value, f"violation {value}")
+            raise TransportError(f"the simulated register slave broke the AXI4-Lite handshake "
+                                 f"({'write' if op == 2 else 'read'} at {a:#x}): {what}")
         return status, value
 
     async def read32(self, addr):

@@ -39,8 +39,16 @@ ops: 1 READ a -> value, status = AXI resp; 2 WRITE a <- b, status = AXI resp;
        answer is followed by D DECISION_RECORDs, one ROUTE_RECORD per access and one LINE_RSP_RECORD
        per access (68 bytes: tag, flags = write | status << 1 | resident << 3 | bad << 4, then the
        64-byte FP16 line, zero for writes and errors), in access order.
+     9 BUS_THROTTLE b: bit 0 set: from now on every READ and WRITE offers AW, W and AR after random
+       gaps (each valid, once high, held until taken) and drives BREADY and RREADY at random (a fixed
+       pseudo-random sequence); clear: each offered at once and the response taken at once (the
+       default).
 status 0xFF: the bus did not answer within the timeout (a hung design); 0xFD: no event or
-decision moved for STALL_TIMEOUT cycles (value = decisions received; e.g. CONTROL.enable = 0).
+decision moved for STALL_TIMEOUT cycles (value = decisions received; e.g. CONTROL.enable = 0);
+0xFB: the register slave broke the AXI4-Lite handshake rules during a READ or WRITE (in any mode;
+only a throttled bus can see a response that does not wait), value = the PROTO_* code: a B before
+both AW and W were taken in an earlier cycle, a B that was not taken dropped or changed, an R before
+AR was taken, an R that was not taken dropped or changed. The access ends there.
 
 Builds are cached like the cocotb builds (build/harness/<name>-<hash>/).
 """
@@ -57,7 +65,12 @@ from cxlkv import build_dir
 from cxlkv.tb.runner import _locked, compiler_make_flags, generate_verilog, verilator_env
 
 OP_READ, OP_WRITE, OP_STEP, OP_CYCLES, OP_QUIT, OP_EVENTS = 1, 2, 3, 4, 5, 6
+OP_BUS_THROTTLE = 9
 STATUS_TIMEOUT = 0xFF
+STATUS_PROTOCOL = 0xFB
+#: PROTO_* code (the value of a STATUS_PROTOCOL answer) -> what the register slave did
+PROTO_VIOLATIONS = {1: "BVALID before both AW and W were taken", 2: "BVALID dropped or BRESP changed before BREADY",
+                    3: "RVALID before AR was taken", 4: "RVALID dropped or RDATA/RRESP changed before RREADY"}
 STATUS_STALLED = 0xFD
 STATUS_BAD_RECORD = 0xFC
 BUS_TIMEOUT_CYCLES = 10_000
@@ -101,38 +114,68 @@ static inline void tick() {
     cycles++;
 }
 
-static int axil_write(uint32_t addr, uint32_t data) {
-    top->@P@awaddr = addr; top->@P@awvalid = 1; top->@P@wdata = data; top->@P@wstrb = 0xF;
-    top->@P@wvalid = 1; top->@P@bready = 1;
-    bool aw = false, w = false;
+// Bus throttle (op BUS_THROTTLE): random gaps before AW, W and AR are offered (each valid, once
+// high, stays high until taken) and random BREADY/RREADY, from a fixed pseudo-random sequence. The
+// slave's side is checked in every mode: no B before both AW and W were taken in an earlier cycle,
+// no R before AR was, and a B or R that waits (valid, ready low) keeps valid and its payload until
+// taken. A violation ends the access with STATUS_PROTOCOL, value = the PROTO_* code.
+static bool bus_throttle = false;
+static uint32_t bus_lcg = 0x1F123BB5u;
+static inline bool bus_roll(uint32_t den) {
+    bus_lcg = bus_lcg * 1103515245u + 12345u; return ((bus_lcg >> 16) % den) == 0;
+}
+static inline bool bus_offer() { return !bus_throttle || !bus_roll(3); }
+static inline bool bus_take() { return !bus_throttle || !bus_roll(2); }
+
+static int axil_write(uint32_t addr, uint32_t data, uint32_t *code) {
+    top->@P@awaddr = addr; top->@P@wdata = data; top->@P@wstrb = 0xF;
+    top->@P@awvalid = 0; top->@P@wvalid = 0; top->@P@bready = 0;
+    bool aw = false, w = false, b_wait = false;
+    int b_resp = 0;
     for (int i = 0; i < @TIMEOUT@; i++) {
+        if (!aw && !top->@P@awvalid && bus_offer()) top->@P@awvalid = 1;
+        if (!w && !top->@P@wvalid && bus_offer()) top->@P@wvalid = 1;
+        top->@P@bready = bus_take();
         top->clk = 0; top->eval();
         bool aw_hs = top->@P@awvalid && top->@P@awready, w_hs = top->@P@wvalid && top->@P@wready;
-        bool b_hs = top->@P@bvalid;
+        bool b_valid = top->@P@bvalid, b_hs = b_valid && top->@P@bready;
         int resp = top->@P@bresp;
+        *code = 0;
+        if (b_valid && !(aw && w)) *code = @PROTO_B_EARLY@;
+        else if (b_wait && (!b_valid || resp != b_resp)) *code = @PROTO_B_UNSTABLE@;
         top->clk = 1; top->eval(); cycles++;
+        if (*code) break;
+        b_wait = b_valid && !b_hs; b_resp = resp;
         if (aw_hs) { aw = true; top->@P@awvalid = 0; }
         if (w_hs) { w = true; top->@P@wvalid = 0; }
-        if (aw && w && b_hs) { top->@P@bready = 0; return resp; }
+        if (b_hs) { top->@P@bready = 0; return resp; }
     }
     top->@P@awvalid = 0; top->@P@wvalid = 0; top->@P@bready = 0;
-    return @TIMEOUT_STATUS@;
+    return *code ? @PROTO_STATUS@ : @TIMEOUT_STATUS@;
 }
 
-static int axil_read(uint32_t addr, uint32_t *data) {
-    top->@P@araddr = addr; top->@P@arvalid = 1; top->@P@rready = 1;
-    bool ar = false;
+static int axil_read(uint32_t addr, uint32_t *data, uint32_t *code) {
+    top->@P@araddr = addr; top->@P@arvalid = 0; top->@P@rready = 0;
+    bool ar = false, r_wait = false;
+    uint32_t r_data = 0; int r_resp = 0;
     for (int i = 0; i < @TIMEOUT@; i++) {
+        if (!ar && !top->@P@arvalid && bus_offer()) top->@P@arvalid = 1;
+        top->@P@rready = bus_take();
         top->clk = 0; top->eval();
         bool ar_hs = top->@P@arvalid && top->@P@arready;
-        bool r_hs = top->@P@rvalid;
+        bool r_valid = top->@P@rvalid, r_hs = r_valid && top->@P@rready;
         uint32_t rd = top->@P@rdata; int resp = top->@P@rresp;
+        *code = 0;
+        if (r_valid && !ar) *code = @PROTO_R_EARLY@;
+        else if (r_wait && (!r_valid || rd != r_data || resp != r_resp)) *code = @PROTO_R_UNSTABLE@;
         top->clk = 1; top->eval(); cycles++;
+        if (*code) break;
+        r_wait = r_valid && !r_hs; r_data = rd; r_resp = resp;
         if (ar_hs) { ar = true; top->@P@arvalid = 0; }
-        if (ar && r_hs) { top->@P@rready = 0; *data = rd; return resp; }
+        if (r_hs) { top->@P@rready = 0; *data = rd; return resp; }
     }
     top->@P@arvalid = 0; top->@P@rready = 0;
-    return @TIMEOUT_STATUS@;
+    return *code ? @PROTO_STATUS@ : @TIMEOUT_STATUS@;
 }
 
 @EVENTS_FUNCS@
@@ -169,10 +212,11 @@ int main(int argc, char **argv) {
         uint8_t req[9];
         if (!read_all(fd, req, 9)) break;
         uint32_t a, b; memcpy(&a, req + 1, 4); memcpy(&b, req + 5, 4);
-        uint8_t status = 0; uint32_t value = 0;
+        uint8_t status = 0; uint32_t value = 0, proto = 0;
         switch (req[0]) {
-            case @OP_READ@: status = axil_read(a, &value); break;
-            case @OP_WRITE@: status = axil_write(a, b); break;
+            case @OP_READ@: status = axil_read(a, &value, &proto); if (proto) value = proto; break;
+            case @OP_WRITE@: status = axil_write(a, b, &proto); if (proto) value = proto; break;
+            case @OP_BUS_THROTTLE@: bus_throttle = b & 1; break;
             case @OP_STEP@: for (uint32_t i = 0; i < b; i++) tick(); break;
             case @OP_CYCLES@: break;
             case @OP_QUIT@: status = 0; break;
@@ -605,7 +649,9 @@ def render_cpp(top: str, bus_prefix: str = "s_axil", events=None, stall_cycles: 
     path gets the same text as before LINES existed (its cached builds stay valid)."""
     subs = {"@TOP@": top, "@P@": _mangle(bus_prefix + "__"), "@TIMEOUT@": str(BUS_TIMEOUT_CYCLES),
             "@TIMEOUT_STATUS@": str(STATUS_TIMEOUT), "@OP_READ@": str(OP_READ), "@OP_WRITE@": str(OP_WRITE),
-            "@OP_STEP@": str(OP_STEP), "@OP_CYCLES@": str(OP_CYCLES), "@OP_QUIT@": str(OP_QUIT)}
+            "@OP_STEP@": str(OP_STEP), "@OP_CYCLES@": str(OP_CYCLES), "@OP_QUIT@": str(OP_QUIT),
+            "@OP_BUS_THROTTLE@": str(OP_BUS_THROTTLE), "@PROTO_STATUS@": str(STATUS_PROTOCOL),
+            "@PROTO_B_EARLY@": "1", "@PROTO_B_UNSTABLE@": "2", "@PROTO_R_EARLY@": "3", "@PROTO_R_UNSTABLE@": "4"}
     text = _CPP
     if events is None:
         text = text.replace("@EVENTS_FUNCS@", "").replace("@EVENTS_CASE@", "").replace("@EVENTS_TAIL@", "")
