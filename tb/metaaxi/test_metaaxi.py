@@ -10,7 +10,9 @@ and no meta_rd.ready; R released: all data in order and correct, never more than
 R and B delays, meta_rd_data backpressure and SLVERR reads: every read returns the tracker's last
 write of its word, never more than 64 reads or ``pending_writes`` writes outstanding; a full
 pending-write list, read holds and error reads reached; environment CXLKV_METAAXI_OPS, CXLKV_SEED);
-and its negative test."""
+``test_random_deep_reads`` (the same checks with R 40 to 120 cycles late and reads offered almost
+every cycle: the 64-read limit reached again and again under random readiness); and the random
+test's negative test."""
 from collections import deque
 
 import cocotb
@@ -275,6 +277,7 @@ class Axi4Slave:
         self.b_q = deque()               # (due cycle, word, data)
         self.issued = self.returned = 0  # AR and R handshakes
         self.max_outstanding = self.max_pending = 0
+        self.cycles_at_limit = 0         # cycles with MAX_READS reads outstanding
         self.acked = 0                   # B handshakes
         self.b_shown = self.r_shown = False  # a B / R beat is up, waiting for its ready
         self.reads = self.writes = self.rd_errors = 0
@@ -325,6 +328,7 @@ class Axi4Slave:
             outstanding = self.issued - self.returned
             assert outstanding <= M.MAX_READS, f"{outstanding} reads outstanding, more than {M.MAX_READS}"
             self.max_outstanding = max(self.max_outstanding, outstanding)
+            self.cycles_at_limit += outstanding == M.MAX_READS
             pending = self.writes - self.acked
             assert pending <= env.pending_limit, f"{pending} writes awaiting B, more than {env.pending_limit}"
             self.max_pending = max(self.max_pending, pending)
@@ -414,18 +418,22 @@ async def test_outstanding_read_limit(dut):
         assert int(getattr(dut, c).value) == 0, f"{c} = {int(getattr(dut, c).value)}"
 
 
-async def _random_run(dut, n, corrupt_at=None):
+async def _random_run(dut, n, corrupt_at=None, n_words=8, ready=(0.6, 0.6, 0.6, 0.7), r_delay=(0, 12),
+                      idle=(0.3, 0.3), n_writes=None):
+    """``n`` reads and ``n_writes`` (default ``n``) writes over ``n_words`` words, each side idle with
+    probability ``idle`` (reads, writes) per cycle; the slave's readiness and R delays as given."""
     env = Env(dut)
     await env.start()
     rng = test_rng()
-    words = list(range(8))                   # few words: reads of words with writes in flight
+    words = list(range(n_words))             # few words: reads of words with writes in flight
     init = {w: rng.getrandbits(64) for w in words}
-    slave = Axi4Slave(env, rng, init, ready=(0.6, 0.6, 0.6, 0.7), r_delay=(0, 12), b_delay=(0, 16),
+    slave = Axi4Slave(env, rng, init, ready=ready, r_delay=r_delay, b_delay=(0, 16),
                       p_rd_err=0.05, corrupt_at=corrupt_at)
     cocotb.start_soon(slave.run())
     busy = {}
-    rd = cocotb.start_soon(_tracker_side(env, rng, "meta_rd", n, words, busy, 0.3))
-    wr = cocotb.start_soon(_tracker_side(env, rng, "meta_wr", n, words, busy, 0.3))
+    rd = cocotb.start_soon(_tracker_side(env, rng, "meta_rd", n, words, busy, idle[0]))
+    wr = cocotb.start_soon(_tracker_side(env, rng, "meta_wr", n if n_writes is None else n_writes, words, busy,
+                                         idle[1]))
     await rd
     await wr
     await _settle(env, slave, "random test")
@@ -449,6 +457,26 @@ async def test_random_readiness(dut):
                   slave.reads, slave.rd_errors, slave.writes, holds, slave.max_pending, slave.max_outstanding)
     assert holds > 0 and slave.rd_errors > 0, "coverage: a read held for a write's B, an error read"
     assert slave.max_pending == env.pending_limit, f"coverage: at most {slave.max_pending} writes pending"
+
+
+@cocotb.test()
+async def test_random_deep_reads(dut):
+    """Random readiness with a slow memory: R 40 to 120 cycles after its AR (in order), reads offered
+    almost every cycle over 256 words, a few writes among them: the master runs into its 64-read
+    limit again and again under random ARREADY and meta_rd_data backpressure (never beyond it), and
+    every read still returns the tracker's last write of its word, in order. CXLKV_METAAXI_DEEP_READS
+    (default 1500)."""
+    env, slave = await _random_run(dut, env_int("CXLKV_METAAXI_DEEP_READS", 1500), n_words=256,
+                                   ready=(0.8, 0.6, 0.6, 0.8), r_delay=(40, 120), idle=(0.05, 0.9), n_writes=60)
+    env.rd_sb.check()
+    assert slave.mem == slave.tracker_mem, "the slave's memory differs from the tracker's writes"
+    assert int(dut.rd_errors.value) == slave.rd_errors and int(dut.wr_errors.value) == 0
+    assert int(dut.protocol_errors.value) == 0
+    dut._log.info("reads %d (%d errors), writes %d, raw_holds %d, max reads outstanding %d, %d cycles at the limit",
+                  slave.reads, slave.rd_errors, slave.writes, int(dut.raw_holds.value), slave.max_outstanding,
+                  slave.cycles_at_limit)
+    assert slave.max_outstanding == M.MAX_READS and slave.cycles_at_limit >= 100, \
+        f"coverage: at most {slave.max_outstanding} reads outstanding, {slave.cycles_at_limit} cycles at the limit"
 
 
 @cocotb.test()
