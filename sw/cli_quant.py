@@ -33,9 +33,20 @@ def _positive(name, v):
         raise CxlkvError(f"--{name} must be positive, got {v}")
 
 
-def run(args):
-    import json
+#: the smallest magnitude that FP16's round-to-nearest-even takes to Inf (65504 + half an ULP of 32)
+FP16_OVERFLOW = 65520.0
 
+
+def json_line(record: dict) -> str:
+    """One JSON object, standard JSON only: a non-finite figure (fp16's SNR, with no error at all, is
+    +Inf) is written as null, which every JSON reader takes; Python's default would write Infinity."""
+    import json
+    import math
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+    return json.dumps(clean, allow_nan=False)
+
+
+def run(args):
     import numpy as np
 
     from cxlkv.errors import CxlkvError
@@ -49,10 +60,12 @@ def run(args):
         if len(vals) > M.LANES:
             raise CxlkvError(f"a line holds {M.LANES} values, got {len(vals)}")
         fp16_max = float(np.finfo(np.float16).max)
-        big = [v for v in vals if np.isfinite(v) and abs(v) > fp16_max]
-        if big:         # FP16 would turn them into inf: the host writes FP16, so say so rather than convert
-            raise CxlkvError(f"{big[0]:g} is beyond FP16's range (±{fp16_max:g}); the host "
-                             "writes FP16 lines")
+        # the host writes FP16: a value FP16 rounds to Inf (|v| >= 65520, half an ULP above 65504) is
+        # refused rather than converted; below that it rounds to a finite FP16 like any other value
+        big = [v for v in vals if np.isfinite(v) and abs(v) >= FP16_OVERFLOW]
+        if big:
+            raise CxlkvError(f"{big[0]:g} is beyond FP16's range (it rounds to Inf; the largest FP16 is "
+                             f"±{fp16_max:g}); the host writes FP16 lines")
         x = np.resize(np.array(vals), M.LANES).astype(np.float16)
         blob = M.quantize_line(x, args.fmt)
         y = M.dequantize_line(blob, args.fmt)
@@ -70,7 +83,7 @@ def run(args):
         rows = [M.error_stats(bits, f) for f in fmts]
         if args.json:
             for r in rows:
-                print(json.dumps({**r, "dist": args.dist, "seed": args.seed}))
+                print(json_line({**r, "dist": args.dist, "seed": args.seed}))
             return 0
         print(f"{args.lines} {args.dist} lines, seed {args.seed}")
         print(f"{'format':6}  {'bits/value':>10}  {'SNR dB':>7}  {'rel RMS':>9}  {'max err/amax':>12}  "
@@ -87,7 +100,7 @@ def run(args):
             for f in fmts]
     if args.json:
         for r in rows:
-            print(json.dumps({**r, "seed": args.seed}))
+            print(json_line({**r, "seed": args.seed}))
         return 0
     print(f"softmax(q K^T / sqrt(d)) V, {args.tokens} tokens, head_dim {args.head_dim}, 16 queries, "
           f"K with 4 outlier channels (x10), seed {args.seed}; error against FP16 K, V")

@@ -20,6 +20,16 @@ def test_error_json_is_consistent_with_the_bounds(capsys):
     assert rows["int4"]["bits_per_value"] == 5.0 and rows["int8"]["bits_per_value"] == 8.5
 
 
+def test_json_is_standard_json(capsys):
+    """fp16's SNR is infinite (no error at all): written as null, not as Python's Infinity, which
+    strict JSON readers refuse."""
+    assert cli.main(["quant", "error", "--lines", "10", "--fmt", "fp16", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "Infinity" not in text and "NaN" not in text
+    row = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert row["snr_db"] is None and row["rel_rms"] == 0
+
+
 def test_error_table_and_attention(capsys):
     assert cli.main(["quant", "error", "--lines", "500", "--fmt", "int4"]) == 0
     assert "int4" in capsys.readouterr().out
@@ -35,6 +45,11 @@ def test_line(capsys):
     assert "20 bytes" in out and out.splitlines()[1][5:] == out.splitlines()[2][5:]
     assert cli.main(["quant", "line", "--fmt", "fp8", "1", "nan"]) == 0
     assert "raw (line holds Inf/NaN), 64 bytes" in capsys.readouterr().out
+    # 65519 is within FP16's rounding to its largest value, 65504; 65520 rounds to Inf and is refused
+    assert cli.main(["quant", "line", "--fmt", "int8", "65519", "-65519"]) == 0
+    assert "in : 65504 -65504" in capsys.readouterr().out
+    assert cli.main(["quant", "line", "--fmt", "int8", "-65520"]) == 2
+    assert "-65520 is beyond FP16's range (it rounds to Inf" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,message", [
