@@ -131,6 +131,7 @@ def _validate_arrays(path, arrays: dict, n_layers: int, n_kv_heads: int) -> dict
         ("op", out["op"] > OP_WRITE, "op must be 0 (read) or 1 (write)"),
         ("score", ~np.isfinite(out["score"]), "score is not finite (NaN or Inf)"),
         ("score", out["score"] < 0, "score is negative"),
+        ("score", (out["op"] == OP_WRITE) & (out["score"] != 0), "a write's score must be 0"),
     )
     for key, bad, message in checks:
         if bad.any():

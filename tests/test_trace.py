@@ -48,6 +48,7 @@ def test_round_trip(tmp_path):
     (lambda a: a.__setitem__("score", np.array([0, 0, np.inf, 0, 1, 0], np.float32)), "score", 2),
     (lambda a: a.__setitem__("score", np.array([0, 0, -0.5, 0, 1, 0], np.float32)), "score", 2),
     (lambda a: a.__setitem__("op", np.array([1, 1, 0, 2, 0, 1], np.uint8)), "op", 3),
+    (lambda a: a.__setitem__("score", np.array([0, 0, 0.5, 0, 1, 0.25], np.float32)), "score", 5),   # a write's
     (lambda a: a.__setitem__("pos", np.arange(5, dtype=np.uint32)), "pos", 5),
     (lambda a: a.__setitem__("pos", np.array([0, 1, -2, 3, 4, 5], np.int64)), "pos", 2),
     (lambda a: a.__setitem__("layer", np.zeros(6, np.float32)), "layer", None),
