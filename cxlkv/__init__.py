@@ -9,9 +9,6 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-#: Device identity the gateware reports and the driver checks.
-VERSION_MAJOR, VERSION_MINOR = 0, 1
-
 
 def repo_root() -> Path | None:
     """The source checkout this package runs from (editable install), else None."""
