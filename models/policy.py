@@ -1060,12 +1060,40 @@ class ReplayResult:
         return out
 
 
+#: The parameters each policy runs with; the rest of PolicyParams leaves its decisions unchanged.
+POLICY_PARAMS = {
+    "lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
+    "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
+    "hw": ("hw_alpha", "hw_tau", "hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_pinned",
+           "hw_write_sample", "hw_read_credit", "window"),
+}
+
+
 def policy_param_dict(policy: str, p: PolicyParams) -> dict:
     """The parameters that matter to ``policy`` (for reports)."""
-    names = {"lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
-             "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
-             "hw": ("hw_alpha", "hw_tau", "hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_pinned", "hw_write_sample", "hw_read_credit", "window")}[policy]
-    return {k: getattr(p, k) for k in names}
+    return {k: getattr(p, k) for k in POLICY_PARAMS[policy]}
+
+
+def accepted_params(policy: str, *, entry_bytes: bool = True, trigger: bool = True) -> tuple[str, ...]:
+    """The NAME=VALUE names a replay of ``policy`` takes: its own (POLICY_PARAMS); ``entry_bytes``
+    (it sizes every policy's bytes-moved figures) unless the caller reports no bytes; and, for a
+    prefetching policy, ``prefetch_trigger_all`` (not a policy parameter: ``prefetch.pop_trigger``)
+    unless the caller has no trigger to set."""
+    names = list(POLICY_PARAMS[policy])
+    if entry_bytes:
+        names.append("entry_bytes")
+    if trigger and "window" in names:
+        names.append("prefetch_trigger_all")
+    return tuple(names)
+
+
+def refuse_foreign_params(policy: str, names, accepted, error=CxlkvError, subject: str | None = None):
+    """Raise ``error`` if any of ``names`` is not in ``accepted`` (see accepted_params): a parameter
+    of another policy would be ignored, so say so rather than replay without it."""
+    foreign = sorted(set(names) - set(accepted))
+    if foreign:
+        raise error(f"{', '.join(foreign)}: not a parameter of {subject or f'policy {policy!r}'} "
+                    f"(its parameters: {', '.join(accepted) or 'none'})")
 
 
 def context_length(trace: Trace) -> int:

@@ -1,5 +1,6 @@
 """argparse value types shared by the command line tools: a bad number is refused by argparse with the
-option's name and the rule it breaks (exit 2), never by a traceback further in."""
+option's name and the rule it breaks (exit 2), never by a traceback further in. Also the one reader of
+their NAME=VALUE lists (``name_values``)."""
 from __future__ import annotations
 
 import argparse
@@ -44,3 +45,30 @@ def positive_float(text: str) -> float:
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return v
+
+
+def name_values(items, option: str, *, valid=None, noun: str = "name", strings=()) -> dict:
+    """``NAME=VALUE`` items (``option``'s, for the messages) as ``{NAME: VALUE}``: VALUE an integer in
+    any base Python reads, or the text itself for a NAME in ``strings``; NAME one of ``valid`` (a
+    ``noun``) when that is given, and given once (a repeat would otherwise silently win). Anything
+    else raises CxlkvError naming the item."""
+    from cxlkv.errors import CxlkvError
+    out, given = {}, {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise CxlkvError(f"bad {option} {item!r}: use NAME=VALUE")
+        if valid is not None and name not in valid:
+            raise CxlkvError(f"bad {option} {item!r}: {name!r} is not a {noun}; valid: {', '.join(valid)}")
+        if name in given:
+            raise CxlkvError(f"{option} {name!r} given twice ({given[name]!r}, {item!r}): give each name once")
+        given[name] = item
+        if name in strings:
+            out[name] = value
+            continue
+        try:
+            out[name] = int(value, 0)
+        except ValueError:
+            raise CxlkvError(f"bad {option} {item!r}: {value!r} is not an integer") from None
+    return out

@@ -12,19 +12,8 @@ import sys
 from cxlkv import __version__
 from cxlkv.errors import CxlkvError
 
-#: Subcommands in the order ``--help`` lists them. A module that does not exist
-#: yet (its issue is still open) is simply not offered.
-SUBCOMMANDS = ("trace", "policy", "score", "quant", "bisnoop", "ctl", "sim")
-
-
-def _load(name):
-    modname = f"cxlkv.sw.cli_{name}"
-    try:
-        return importlib.import_module(modname)
-    except ModuleNotFoundError as exc:
-        if exc.name == modname:
-            return None
-        raise
+#: Subcommands in the order ``--help`` lists them; each has its module (a missing one is an error).
+SUBCOMMANDS = ("trace", "policy", "score", "quant", "bisnoop", "ctl")
 
 
 def build_parser():
@@ -35,9 +24,7 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"cxlkv {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        mod = _load(name)
-        if mod is None:
-            continue
+        mod = importlib.import_module(f"cxlkv.sw.cli_{name}")
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)

@@ -1,9 +1,24 @@
 """`cxlkv ctl`: talk to a controller through the host driver, over any transport."""
-from cxlkv.sw.argtypes import address, positive_int
+from cxlkv.sw.argtypes import address, name_values, positive_int
 
 HELP = "talk to a cxlkv controller through the driver (model, sim, mmio, serial)"
 
 TRANSPORTS = ("model", "mmio", "sim", "serial")
+
+#: The options that configure one kind of transport (args attribute: option, the transports it applies
+#: to): given with another transport, one is refused, not ignored. Their defaults are None (or []) so
+#: that a given one can be told from one left out.
+TRANSPORT_OPTIONS = {"device": ("--device", ("mmio", "serial")), "offset": ("--offset", ("mmio",)),
+                     "baud": ("--baud", ("serial",)), "build": ("--build", ("model", "sim"))}
+DEFAULT_BAUD = 115200
+
+#: ControllerModel's constructor parameters (the Controller's too, less its test-only hold_domain),
+#: repeated here so that --help imports neither (tests/test_cli.py keeps them equal).
+BUILD_NAMES = ("n_layers", "n_kv_heads", "entries_log2", "bitags", "tracker", "n_buckets", "max_budget", "tiers",
+               "tier_lines", "tier_line_bits", "tier_depth", "prefetch", "host_data", "bisnoop", "tracker_select")
+#: Build parameters whose value is a name, and those that are 0 or 1 (the rest are integers).
+BUILD_TEXT = ("tracker", "tracker_select", "tiers")
+BUILD_FLAGS = ("prefetch", "host_data", "bisnoop")
 
 
 def add_arguments(p):
@@ -12,14 +27,15 @@ def add_arguments(p):
                         "mmio: a PCIe BAR resource file or /dev/uioN; serial: the FPGA board's UART bridge (--device /dev/ttyUSB0)")
     p.add_argument("--device", help="mmio: /sys/bus/pci/devices/<bdf>/resourceN, /dev/uioN or a file; "
                                     "serial: the port, e.g. /dev/ttyUSB0")
-    p.add_argument("--baud", type=positive_int, default=115200, help="serial: baud rate of the board's UART bridge")
-    p.add_argument("--offset", type=address, default=0,
-                   help="mmio: byte offset of the register block in the device file (a multiple of 4)")
+    p.add_argument("--baud", type=positive_int, default=None,
+                   help=f"serial: baud rate of the board's UART bridge (default {DEFAULT_BAUD})")
+    p.add_argument("--offset", type=address, default=None,
+                   help="mmio: byte offset of the register block in the device file (a multiple of 4; default 0)")
     p.add_argument("--build", action="append", default=[], metavar="NAME=VALUE",
-                   help="sim, model: a parameter of the controller build (n_layers, n_kv_heads, entries_log2, "
-                        "bitags, tracker, tracker_select (ring or matrix), n_buckets, max_budget, tiers, tier_lines, "
-                        "tier_line_bits, tier_depth; prefetch, host_data, bisnoop (0 or 1); "
-                        "docs/controller.md); repeatable")
+                   help="sim, model: a parameter of the controller build (docs/controller.md): "
+                        f"{', '.join(n for n in BUILD_NAMES if n not in BUILD_TEXT + BUILD_FLAGS)} (integers); "
+                        f"{', '.join(BUILD_TEXT)} (names; tracker_select: ring or matrix); "
+                        f"{', '.join(BUILD_FLAGS)} (0 or 1); repeatable, each name once")
     sub = p.add_subparsers(dest="ctl_cmd", metavar="ACTION", required=True)
     i = sub.add_parser("info", help="identity, version and geometry read from the device")
     i.add_argument("--json", action="store_true")
@@ -48,12 +64,20 @@ def add_arguments(p):
     r.add_argument("--json", action="store_true")
 
 
+def _check_transport_options(args):
+    """Refuse every transport option given that does not configure ``args.transport``."""
+    from cxlkv.errors import CxlkvError
+    wrong = [f"{option} applies to the {' and '.join(kinds)} transport{'s' if len(kinds) > 1 else ''}"
+             for dest, (option, kinds) in TRANSPORT_OPTIONS.items()
+             if getattr(args, dest) not in (None, []) and args.transport not in kinds]
+    if wrong:
+        raise CxlkvError(f"{'; '.join(wrong)}, not {args.transport}")
+
+
 def _transport(args):
     from cxlkv.errors import CxlkvError
     from cxlkv.sw.transport import MmioTransport, ModelTransport, SimTransport
     build = _build_params(args.build)
-    if build and args.transport not in ("model", "sim"):
-        raise CxlkvError(f"--build applies to the sim and model transports, not {args.transport}")
     try:
         if args.transport == "model":
             return ModelTransport(**build)
@@ -64,32 +88,22 @@ def _transport(args):
     if args.transport == "mmio":
         if not args.device:
             raise CxlkvError("--transport mmio needs --device PATH")
-        return MmioTransport(args.device, offset=args.offset)
+        return MmioTransport(args.device, offset=args.offset or 0)
     if args.transport == "serial":
         if not args.device:
             raise CxlkvError("--transport serial needs --device PORT (e.g. /dev/ttyUSB0)")
         from cxlkv.sw.serial_transport import SerialTransport
-        return SerialTransport(args.device, baud=args.baud)
+        return SerialTransport(args.device, baud=DEFAULT_BAUD if args.baud is None else args.baud)
     raise CxlkvError(f"unknown transport '{args.transport}'")
 
 
 def _build_params(items):
     from cxlkv.errors import CxlkvError
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise CxlkvError(f"bad --build {item!r}: use NAME=VALUE")
-        if name in ("tracker", "tiers", "tracker_select"):
-            out[name] = value
-            continue
-        try:
-            out[name] = int(value, 0)
-        except ValueError:
-            raise CxlkvError(f"bad value in --build {item!r}: an integer is needed") from None
-        if name in ("prefetch", "host_data", "bisnoop"):
+    out = name_values(items, "--build", valid=BUILD_NAMES, noun="build parameter", strings=BUILD_TEXT)
+    for name in BUILD_FLAGS:
+        if name in out:
             if out[name] not in (0, 1):
-                raise CxlkvError(f"bad value in --build {item!r}: {name} is 0 or 1")
+                raise CxlkvError(f"bad --build {name}={out[name]}: {name} is 0 or 1")
             out[name] = bool(out[name])
     return out
 
@@ -102,8 +116,8 @@ def _table(d):
 def run(args):
     import json
 
-    from cxlkv.errors import CxlkvError
     from cxlkv.sw.driver import CONFIG_FIELDS, SyncDevice
+    _check_transport_options(args)
     if args.ctl_cmd == "replay":
         return _replay(args)
     with SyncDevice(_transport(args)) as dev:
@@ -121,15 +135,7 @@ def run(args):
                                 f"position {e['position']}  count {e['count']}" for e in entries) or "(empty)")
             return 0
         else:
-            settings = {}
-            for item in args.settings:
-                name, sep, value = item.partition("=")
-                if not sep or name not in CONFIG_FIELDS:
-                    raise CxlkvError(f"bad setting {item!r}: use NAME=VALUE with NAME one of {', '.join(CONFIG_FIELDS)}")
-                try:
-                    settings[name] = int(value, 0)
-                except ValueError:
-                    raise CxlkvError(f"bad value in {item!r}: an integer is needed") from None
+            settings = name_values(args.settings, "setting", valid=CONFIG_FIELDS, noun="setting")
             if settings:
                 dev.configure(**settings)
             out = dev.config()
@@ -140,21 +146,13 @@ def run(args):
 def _replay(args):
     import json
 
-    from cxlkv.errors import CxlkvError
     from cxlkv.models.trace import load_trace
     from cxlkv.sw.cli_policy import _budget
-    from cxlkv.sw.driver import SyncDevice
+    from cxlkv.sw.driver import SyncDevice, replay_params
+    overrides = name_values(args.param, "--param")
+    replay_params(overrides)                    # a bad name refused before a sim harness is built
     trace = load_trace(args.trace)           # refused whole if malformed, before the device starts
     entries = _budget(args.entries, trace)      # the same reading of --entries as `policy replay`
-    overrides = {}
-    for item in args.param:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE")
-        try:
-            overrides[name] = int(value, 0)
-        except ValueError:
-            raise CxlkvError(f"bad value in --param {item!r}: an integer is needed") from None
     with SyncDevice(_transport(args)) as dev:
         out = dev.replay(trace, entries, via=args.via, **overrides)
     if args.json:

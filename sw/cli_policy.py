@@ -32,7 +32,7 @@ def add_arguments(p):
     import argparse
     sub = p.add_subparsers(dest="policy_cmd", metavar="ACTION", required=True)
     r = sub.add_parser("replay", help="replay one trace through one policy at one budget",
-                       description="Replay TRACE through a policy (../shared/spec/contracts.md, 'Replay semantics').",
+                       description="Replay TRACE through a policy (docs/contracts.md, 'Replay semantics').",
                        epilog=_PARAM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("trace", metavar="TRACE", help="trace file (.npz, the contract's format)")
     r.add_argument("--policy", required=True, choices=POLICIES, metavar="P", help=", ".join(POLICIES))
@@ -63,17 +63,8 @@ def add_arguments(p):
 
 
 def _params(items):
-    from cxlkv.errors import CxlkvError
-    out = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            raise CxlkvError(f"--param expects NAME=VALUE, got '{item}'")
-        try:
-            out[name.strip()] = int(value, 0)
-        except ValueError:
-            raise CxlkvError(f"--param {name}: '{value}' is not an integer") from None
-    return out
+    from cxlkv.sw.argtypes import name_values
+    return name_values(items, "--param")
 
 
 def _budget(text, trace):
@@ -97,12 +88,35 @@ def _budget(text, trace):
 
 def _params_for(policy, overrides):
     """The overrides that apply to ``policy``: NAME=VALUE goes to every policy that uses NAME,
-    POLICY:NAME=VALUE to that policy only."""
+    POLICY:NAME=VALUE to that policy only (_check_sweep_params has refused any that would apply to none)."""
     from cxlkv.models import policy as P
-    used = set(P.policy_param_dict(policy, P.PolicyParams())) | {"entry_bytes"}
+    used = P.accepted_params(policy, trigger=False)
     out = {k: v for k, v in overrides.items() if ":" not in k and k in used}
     out.update({k.split(":", 1)[1]: v for k, v in overrides.items() if k.startswith(policy + ":")})
     return out
+
+
+def _check_sweep_params(overrides, policies):
+    """Refuse a sweep --param that no swept policy would use: it would be dropped without a word.
+    (The sweep sets no prefetch trigger, so prefetch_trigger_all is not taken.)"""
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models import policy as P
+    unused = []
+    for key in overrides:
+        pol, colon, name = key.rpartition(":")
+        if not colon:
+            if not any(name in P.accepted_params(p, trigger=False) for p in policies):
+                unused.append(name)
+        elif pol not in P.POLICIES:
+            raise CxlkvError(f"--param {key}: unknown policy '{pol}'; valid policies: {', '.join(P.POLICIES)}")
+        elif pol not in policies:
+            raise CxlkvError(f"--param {key}: policy '{pol}' is not swept (--policies {','.join(policies)})")
+        else:
+            P.refuse_foreign_params(pol, [name], P.accepted_params(pol, trigger=False))
+    if unused:
+        taken = dict.fromkeys(n for p in policies for n in P.accepted_params(p, trigger=False))
+        raise CxlkvError(f"{', '.join(sorted(unused))}: not a parameter of any policy swept ({', '.join(policies)}; "
+                         f"their parameters: {', '.join(taken)})")
 
 
 def run(args):
@@ -114,21 +128,14 @@ def run(args):
 def _replay(args):
     import json
 
-    from cxlkv.errors import CxlkvError
     from cxlkv.models import policy as P
     from cxlkv.models import prefetch as PF
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
-    asked = set(overrides)
+    # first: a name the policy does not take is refused with the names it does take
+    P.refuse_foreign_params(args.policy, overrides, P.accepted_params(args.policy))
     trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
-    own = list(P.policy_param_dict(args.policy, params)) + ["entry_bytes"]     # entry_bytes: every policy's bytes
-    if "window" in own:
-        own.append("prefetch_trigger_all")
-    ignored = sorted(asked - set(own))
-    if ignored:         # a parameter of another policy would be ignored: say so rather than replay without it
-        raise CxlkvError(f"{', '.join(ignored)}: not a parameter of policy '{args.policy}' (its parameters: "
-                         f"{', '.join(own) or 'none'})")
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)
     result = P.replay(trace, args.policy, entries, params=params, prefetch_trigger=trigger)
@@ -165,6 +172,8 @@ def _sweep_sources(args):
     families = None
     if args.families:
         families = [f.strip() for f in args.families.split(",") if f.strip()]
+    if args.traces is not None and not args.traces:     # not the default sweep: that is --traces left out
+        raise CxlkvError("--traces given without any file")
     for path in args.traces or []:
         sources.append((Path(path).stem, "file", lambda p=path: _load(p)))
     if not args.traces and families is None:
@@ -231,7 +240,8 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
         trows = []
         for pct in budgets:
             entries = P.entries_from_budget(trace, pct)
-            min_summary = P.replay(trace, "min", entries).summary()   # the ceiling, always
+            # the ceiling, always; with min's own parameters (entry_bytes) when min is swept
+            min_summary = P.replay(trace, "min", entries, params=params.get("min")).summary()
             mn = min_summary["hit_rate"]
             for pol in policies:
                 s = min_summary if pol == "min" else P.replay(trace, pol, entries, params=params[pol]).summary()
@@ -374,10 +384,7 @@ def _sweep(args):
     if len(set(budgets)) != len(budgets):
         raise CxlkvError(f"--budgets: '{args.budgets}' names a budget twice")
     overrides = _params(args.param)
-    unknown = sorted(k for k in overrides if k.split(":", 1)[-1] not in P.PARAM_NAMES
-                     or (":" in k and k.split(":", 1)[0] not in P.POLICIES))
-    if unknown:
-        raise CxlkvError(f"unknown policy parameter(s) {', '.join(unknown)}; valid: {', '.join(P.PARAM_NAMES)}")
+    _check_sweep_params(overrides, policies)
     sources = _sweep_sources(args)
     if not args.no_png:
         try:

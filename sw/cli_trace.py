@@ -13,9 +13,11 @@ Only the absence of that module itself is ignored: an import error inside it
 surfaces. It is imported when the parser is built, so it must keep heavy
 imports (torch, transformers, numpy) inside its actions.
 """
+import argparse
 import importlib
+import textwrap
 
-HELP = "synthesize KV access traces (synth), print their statistics (info), validate trace files (validate)"
+HELP = "KV access traces: synthesize, inspect and validate them, dump them from a model's attention"
 
 #: The families of cxlkv.models.tracegen.FAMILIES, repeated here so that building
 #: the parser imports no numpy (tests/test_cli_trace.py keeps the two equal).
@@ -66,6 +68,11 @@ def add_arguments(p):
     hf = _load_hf()
     if hf is not None:
         hf.add_subcommands(sub)
+    # read from the parser, so that every action is named, the extension's too; filled here so that
+    # no action name (train-tiny) is split at its hyphen
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.description = textwrap.fill(f"KV access traces. ACTION is one of: {', '.join(sub.choices)} "
+                                  "(each: cxlkv trace ACTION --help).", width=78, break_on_hyphens=False)
 
 
 def _parse_param(text):
@@ -123,9 +130,9 @@ def _info(args):
 def _validate(args):
     from cxlkv.models.trace import load_trace
     trace = load_trace(args.file)
+    steps = f"steps {int(trace.step[0])}..{int(trace.step[-1])}" if len(trace) else "no steps"
     print(f"{args.file}: valid trace, {len(trace):,} events, {trace.n_layers} layers x "
-          f"{trace.n_kv_heads} KV heads, steps {int(trace.step[0]) if len(trace) else '-'}.."
-          f"{int(trace.step[-1]) if len(trace) else '-'}")
+          f"{trace.n_kv_heads} KV heads, {steps}")
     return 0
 
 

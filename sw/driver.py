@@ -295,7 +295,8 @@ class Device:
         event until the previous one's candidates are inserted: the simulator's order), drop mode and
         no rate limit. ``prefetch_trigger_all`` (not a policy parameter): 1 (default) every read
         triggers, as ``policy replay``'s default ``prefetch_trigger`` (TRIGGER_READ); 0 demand misses
-        only (``policy.replay(..., prefetch_trigger=TRIGGER_MISS)``).
+        only (``policy.replay(..., prefetch_trigger=TRIGGER_MISS)``). Any other name (another policy's
+        parameter, or ``entry_bytes``: the device reports no bytes moved) is refused (``replay_params``).
 
         ``via``: ``events`` drives the tracker's direct event port; ``hdm`` sends the trace as the
         host would: the HDM window packed over the device's geometry (512-byte entries at
@@ -323,17 +324,27 @@ class Device:
         await self.t.close()
 
 
+def replay_params(overrides: dict):
+    """``(PolicyParams, prefetch trigger)`` of a device replay from its NAME=VALUE ``overrides``:
+    ``hw`` parameters and ``prefetch_trigger_all``; any other name (another policy's, or
+    ``entry_bytes``: the device reports no bytes moved) is refused, not ignored."""
+    from cxlkv.models import policy as P
+    from cxlkv.models import prefetch as PF
+    overrides = dict(overrides)
+    P.refuse_foreign_params("hw", overrides, P.accepted_params("hw", entry_bytes=False), ConfigError,
+                            subject="policy 'hw' on the device")
+    trigger_all = PF.pop_trigger(overrides, ConfigError)
+    return P.make_params("hw", **overrides), trigger_all
+
+
 async def _replay(dev: Device, trace, entries, overrides, via="events"):
     import numpy as np
 
     from cxlkv.models import policy as P
-    from cxlkv.models import prefetch as PF
     from cxlkv.models import scoring as S
     from cxlkv.models.controller import buckets_needed, hw_registers
     from cxlkv.sw.transport import FLAG_ERROR, FLAG_HIT, event_records
-    overrides = dict(overrides)
-    trigger_all = PF.pop_trigger(overrides, ConfigError)
-    params = P.make_params("hw", **overrides)
+    params, trigger_all = replay_params(overrides)
     pf_window = regmap.BY_NAME["PREFETCH"].field("window")
     if params.window > pf_window.range_max:
         raise ConfigError(f"window = {params.window}: the device's prefetch window is at most {pf_window.range_max} "

@@ -166,3 +166,74 @@ def test_configure_refuses_a_block_the_device_lacks():
     with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2, tracker="none")) as dev:
         with pytest.raises(ConfigError, match=r"no tracker block \(CAPS.tracker = 0\), so queue_budget"):
             dev.configure(queue_budget=8)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-t", "model", "--device", "/dev/ttyS0", "--offset", "8", "--baud", "9600"],
+     "--device applies to the mmio and serial transports; --offset applies to the mmio transport; "
+     "--baud applies to the serial transport, not model"),
+    (["-t", "model", "--offset", "0"], "--offset applies to the mmio transport, not model"),
+    (["-t", "serial", "--device", "/dev/null", "--offset", "4"], "--offset applies to the mmio transport, not serial"),
+    (["-t", "mmio", "--device", "x", "--baud", "9600"], "--baud applies to the serial transport, not mmio"),
+    (["-t", "mmio", "--device", "x", "--build", "n_layers=2"], "--build applies to the model and sim transports, not mmio"),
+    (["-t", "sim", "--device", "x"], "--device applies to the mmio and serial transports, not sim"),
+])
+def test_ctl_refuses_a_transport_option_that_does_not_apply(capsys, argv, message):
+    """Refused before any transport is opened (sim would build a harness first)."""
+    assert cli.main(["ctl", *argv, "info"]) == 2
+    assert _err(capsys) == f"cxlkv: error: {message}\n"
+
+
+def test_ctl_build_names_an_unknown_parameter_and_the_valid_ones(capsys):
+    from cxlkv.sw.cli_ctl import BUILD_NAMES
+    assert cli.main(["ctl", "-t", "model", "--build", "foo=1", "info"]) == 2
+    assert _err(capsys) == (f"cxlkv: error: bad --build 'foo=1': 'foo' is not a build parameter; "
+                            f"valid: {', '.join(BUILD_NAMES)}\n")
+    assert cli.main(["ctl", "-t", "model", "--build", "n_layers", "info"]) == 2
+    assert "bad --build 'n_layers': use NAME=VALUE" in _err(capsys)
+    assert cli.main(["ctl", "-t", "model", "--build", "tracker_select=matrix", "--build", "max_budget=16",
+                     "--build", "prefetch=0", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queues"] == 8
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-t", "model", "--build", "n_layers=2", "--build", "n_layers=3", "info"],
+     "--build 'n_layers' given twice ('n_layers=2', 'n_layers=3'): give each name once"),
+    (["config", "alpha=5", "alpha=6"], "setting 'alpha' given twice ('alpha=5', 'alpha=6'): give each name once"),
+    (["replay", "TRACE", "-C", "2", "--param", "hw_tau=3", "--param", "hw_tau=4"],
+     "--param 'hw_tau' given twice ('hw_tau=3', 'hw_tau=4'): give each name once"),
+])
+def test_ctl_refuses_a_name_given_twice(tmp_path, capsys, argv, message):
+    """A repeated NAME would silently win over the first: refused, and nothing configured."""
+    from cxlkv.models.tracegen import synth
+    from cxlkv.models.trace import save_trace
+    path = tmp_path / "t.npz"
+    save_trace(path, synth("recent", n_layers=2, n_kv_heads=2, prefill=8, steps=8, seed=1))
+    assert cli.main(["ctl", *[str(path) if a == "TRACE" else a for a in argv]]) == 2
+    assert _err(capsys) == f"cxlkv: error: {message}\n"
+
+
+def test_ctl_replay_refuses_a_parameter_hw_does_not_take(tmp_path, capsys):
+    """ctl replay takes what policy replay --policy hw takes, less entry_bytes (the device reports
+    no bytes moved): another policy's parameter is refused, not ignored; the driver's API too."""
+    from cxlkv.models.trace import save_trace
+    from cxlkv.models.tracegen import synth
+    from cxlkv.sw.driver import ConfigError
+    from cxlkv.sw.transport import ModelTransport
+    trace = synth("recent", n_layers=2, n_kv_heads=2, prefill=8, steps=8, seed=1)
+    path = tmp_path / "t.npz"
+    save_trace(path, trace)
+    taken = ("hw_alpha, hw_tau, hw_rank_tau, hw_rank_tau_long, hw_bucket_bits, hw_pinned, hw_write_sample, "
+             "hw_read_credit, window, prefetch_trigger_all")
+    for param in ("ema_alpha=5", "entry_bytes=64", "bogus=1"):
+        assert cli.main(["ctl", "replay", str(path), "-C", "2", "--param", param]) == 2
+        name = param.split("=")[0]
+        assert _err(capsys) == (f"cxlkv: error: {name}: not a parameter of policy 'hw' on the device "
+                                f"(its parameters: {taken})\n")
+    assert cli.main(["ctl", "replay", str(path), "-C", "2", "--param", "window=1", "--param", "prefetch_trigger_all=0",
+                     "--param", "hw_tau=9", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"]["hw_tau"] == 9 and out["prefetch_trigger_all"] == 0
+    with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2)) as dev:
+        with pytest.raises(ConfigError, match="ema_tau: not a parameter of policy 'hw' on the device"):
+            dev.replay(trace, 2, ema_tau=5)

@@ -101,8 +101,10 @@ def test_replay_prefetch_trigger_on_misses(trace_file, capsys):
     (["--policy", "hw", "--entries", "4", "--param", "hw_tau"], "NAME=VALUE"),
     (["--policy", "hw", "--entries", "4", "--param", "hw_tau=x"], "not an integer"),
     (["--policy", "hw", "--entries", "4", "--param", "hw_tau=0"], "hw_tau"),
-    (["--policy", "hw", "--entries", "4", "--param", "bogus=1"], "unknown policy parameter"),
-    (["--policy", "min", "--entries", "4", "--param", "window=2"], "does not prefetch"),
+    (["--policy", "hw", "--entries", "4", "--param", "bogus=1"], "bogus: not a parameter of policy 'hw'"),
+    (["--policy", "min", "--entries", "4", "--param", "window=2"], "window: not a parameter of policy 'min'"),
+    (["--policy", "hw", "--entries", "4", "--param", "hw_tau=3", "--param", "hw_tau=4"],
+     "--param 'hw_tau' given twice ('hw_tau=3', 'hw_tau=4')"),
 ])
 def test_replay_bad_arguments_are_refused(trace_file, capsys, argv, message):
     assert cli.main(["policy", "replay", str(trace_file), *argv]) == 2
@@ -215,12 +217,14 @@ def test_sweep_synthetic_family(tmp_path, capsys):
     (["--budgets", "10,x"], "comma-separated"),
     (["--budgets", "0"], "not in (0, 100]"),
     (["--families", "nope"], "unknown trace family"),
-    (["--param", "hw:bogus=1"], "unknown policy parameter"),
+    (["--param", "hw:bogus=1"], "bogus: not a parameter of policy 'hw'"),
     (["--policies", ","], "no policy in ','"),
     (["--policies", "lru,lru"], "names a policy twice"),
     (["--budgets", ","], "no percentage in ','"),
     (["--budgets", "10,10.0"], "names a budget twice"),
     (["--budgets", "nan"], "not in (0, 100]"),
+    (["--param", "x:hw_tau=3"], "unknown policy 'x'"),
+    (["--param", "hw_tau=3", "--param", "hw_tau=4"], "given twice"),
 ])
 def test_sweep_bad_arguments(tmp_path, capsys, argv, message):
     assert cli.main(["policy", "sweep", "--out", str(tmp_path / "o"), *argv]) == 2
@@ -296,3 +300,58 @@ def test_replay_per_queue_prints_a_table_without_json(trace_file, capsys):
     out = capsys.readouterr().out.splitlines()
     i = out.index("layer  head  reads  hits  hit rate  attention recall")
     assert len(out) - i - 1 == 4                                  # the trace's 2 x 2 queues
+
+
+@pytest.mark.parametrize("policy", P.POLICIES)
+def test_replay_lists_exactly_the_names_it_takes(trace_file, capsys, policy):
+    """The refusal of a name lists the names the policy takes (prefetch_trigger_all too, with a
+    prefetching policy), and each of those is taken."""
+    base = ["policy", "replay", str(trace_file), "--policy", policy, "--entries", "8"]
+    assert cli.main(base + ["--param", "bogus=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cxlkv: error: bogus: not a parameter of policy '{policy}' (its parameters: ")
+    listed = err.strip().rsplit("(its parameters: ", 1)[1].rstrip(")").split(", ")
+    assert ("prefetch_trigger_all" in listed) == ("window" in listed)
+    for name in listed:
+        value = 1 if name == "prefetch_trigger_all" else getattr(P.make_params(policy), name)
+        assert cli.main(base + ["--param", f"{name}={value}", "--json"]) == 0, name
+        capsys.readouterr()
+    for name in set(P.PARAM_NAMES) - set(listed):
+        assert cli.main(base + ["--param", f"{name}=1"]) == 2, name
+        assert f"{name}: not a parameter of policy '{policy}'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policies,param,message", [
+    ("hw", "hw:ema_alpha=100", "ema_alpha: not a parameter of policy 'hw' (its parameters: hw_alpha, "),
+    ("hw", "hw:prefetch_trigger_all=0", "prefetch_trigger_all: not a parameter of policy 'hw'"),
+    ("lru", "hw:hw_tau=9", "--param hw:hw_tau: policy 'hw' is not swept (--policies lru)"),
+    ("hw,lru", "ema_alpha=100", "ema_alpha: not a parameter of any policy swept (hw, lru; their parameters: "),
+    ("lru,min", "window=2", "window: not a parameter of any policy swept (lru, min"),
+])
+def test_sweep_refuses_a_parameter_no_swept_policy_takes(trace_file, tmp_path, capsys, policies, param, message):
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", policies, "--budgets", "50",
+                     "--param", param, "--out", str(out), "--no-png"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: ") and message in err
+    assert not out.exists()
+
+
+def test_sweep_gives_each_policy_the_parameters_it_takes(trace_file, tmp_path, capsys):
+    """An unprefixed NAME reaches every swept policy that takes it, MIN too (its bytes moved)."""
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", "min,lru,ema", "--budgets", "20",
+                     "--param", "entry_bytes=64", "--param", "ema_tau=50", "--out", str(out), "--no-png"]) == 0
+    rows = {r["policy"]: r for r in _csv(out / "sweep.csv")}
+    for r in rows.values():
+        assert int(r["bytes_moved"]) == int(r["fills"]) * 64, r["policy"]
+    assert json.loads(rows["ema"]["params"]) == {"ema_alpha": P.PolicyParams().ema_alpha, "ema_tau": 50}
+
+
+def test_sweep_refuses_traces_without_a_file(tmp_path, capsys):
+    """`--traces` with nothing after it is not the default sweep (that is --traces left out)."""
+    assert cli.main(["policy", "sweep", "--traces", "--out", str(tmp_path / "o"), "--no-png", "--policies", "lru",
+                     "--budgets", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err == "cxlkv: error: --traces given without any file\n"
+    assert not (tmp_path / "o").exists()

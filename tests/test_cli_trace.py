@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cxlkv.models import tracegen
-from cxlkv.models.trace import load_trace
+from cxlkv.models.trace import Trace, load_trace, save_trace
 from cxlkv.sw import cli, cli_trace
 
 SMALL = ["--layers", "2", "--kv-heads", "1", "--prefill", "32", "--steps", "16"]
@@ -110,3 +110,10 @@ def test_extension_module_import_errors_surface(monkeypatch):
     monkeypatch.setattr(cli_trace.importlib, "import_module", broken)
     with pytest.raises(ModuleNotFoundError, match="torch"):
         cli.build_parser()
+
+
+def test_validate_an_empty_trace(tmp_path, capsys):
+    empty = Trace(*(np.zeros(0, d) for d in (np.int32, np.uint16, np.uint16, np.uint32, np.uint8, np.float32)), 1, 1)
+    save_trace(tmp_path / "e.npz", empty)
+    assert cli.main(["trace", "validate", str(tmp_path / "e.npz")]) == 0
+    assert capsys.readouterr().out.strip().endswith("valid trace, 0 events, 1 layers x 1 KV heads, no steps")

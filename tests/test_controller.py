@@ -348,7 +348,7 @@ def test_cli_ctl_replay_prints_policy_replay_counts(tmp_path, capsys):
     assert main(["ctl", "--transport", "model", "--build", "entries_log2=7", "replay", str(path), "--entries", "4"]) == 2
     assert "exceeds the device's (4 x 2, 128 positions)" in capsys.readouterr().err
     assert main(["ctl", "--transport", "model", "--build", "colour=3", "info"]) == 2
-    assert "bad --build parameters" in capsys.readouterr().err
+    assert "bad --build 'colour=3': 'colour' is not a build parameter; valid: n_layers, " in capsys.readouterr().err
     assert main(["ctl", "--transport", "model", "--build", "host_data=2", "info"]) == 2
     assert "host_data is 0 or 1" in capsys.readouterr().err
     assert main(["ctl", "--transport", "model", "--build", "bisnoop=1", "info"]) == 2
