@@ -78,6 +78,8 @@ def _transport(args):
     from cxlkv.errors import CxlkvError
     from cxlkv.sw.transport import MmioTransport, ModelTransport, SimTransport
     build = _build_params(args.build)
+    if args.transport in ("model", "sim"):
+        _note_no_tracker(build)
     try:
         if args.transport == "model":
             return ModelTransport(**build)
@@ -95,6 +97,27 @@ def _transport(args):
         from cxlkv.sw.serial_transport import SerialTransport
         return SerialTransport(args.device, baud=DEFAULT_BAUD if args.baud is None else args.baud)
     raise CxlkvError(f"unknown transport '{args.transport}'")
+
+
+def _note_no_tracker(build):
+    """tracker='auto' (the default) builds no tracker, and so none of the blocks behind it, beyond
+    ONCHIP_MAX_WORDS words: say so on stderr, since `info` would otherwise just show empty caps."""
+    import sys
+
+    import inspect
+
+    from cxlkv.models.controller import ONCHIP_MAX_WORDS, ControllerModel, tracker_placement
+    p = {k: v.default for k, v in inspect.signature(ControllerModel).parameters.items()} | build
+    try:
+        queues, positions = p["n_layers"] * p["n_kv_heads"], 1 << p["entries_log2"]
+        if p["tracker"] != "auto" or tracker_placement("auto", queues, positions) != "none":
+            return
+    except (TypeError, ValueError):
+        return                                  # a bad value: the build itself refuses it with its message
+    print(f"cxlkv: note: tracker=auto builds no tracker (nor the HDM decode, prefetch engine, phase detector "
+          f"and tier mover behind it) for {queues} queues x {positions:,} positions, more than "
+          f"{ONCHIP_MAX_WORDS:,} words on chip; --build tracker=onchip or tracker=external builds one",
+          file=sys.stderr)
 
 
 def _build_params(items):

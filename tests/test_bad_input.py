@@ -237,3 +237,15 @@ def test_ctl_replay_refuses_a_parameter_hw_does_not_take(tmp_path, capsys):
     with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2)) as dev:
         with pytest.raises(ConfigError, match="ema_tau: not a parameter of policy 'hw' on the device"):
             dev.replay(trace, 2, ema_tau=5)
+
+
+def test_ctl_notes_a_build_without_a_tracker(capsys):
+    """tracker=auto builds no tracker beyond ONCHIP_MAX_WORDS words: `info` shows empty caps, and a
+    note on stderr says why and what builds one; none when there is a tracker or one was asked for."""
+    assert cli.main(["ctl", "-t", "model", "--build", "entries_log2=16", "info"]) == 0
+    out = capsys.readouterr()
+    assert "caps            []" in out.out
+    assert "note: tracker=auto builds no tracker" in out.err and "--build tracker=onchip" in out.err
+    for build in (["--build", "entries_log2=13"], ["--build", "entries_log2=16", "--build", "tracker=none"]):
+        assert cli.main(["ctl", "-t", "model", *build, "info"]) == 0
+        assert capsys.readouterr().err == ""
