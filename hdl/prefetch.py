@@ -94,7 +94,8 @@ class PrefetchEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         D, F, PW, QB = self.depth, self.tags, self.pos_width, self.queue_bits
-        wide = PW + 2                                  # room for P + W and cursor + 2
+        # room for P + W (the window is WINDOW_BITS wide, and may be wider than a position) and cursor + 2
+        wide = max(PW, M.WINDOW_BITS) + 2
 
         def count(name, cond, by=1):
             ctr = getattr(self, name)

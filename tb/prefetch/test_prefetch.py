@@ -423,7 +423,50 @@ CONFIGS = [
 ]
 
 
+#: the tests whose stimulus needs positions of 10 bits or more (fixed positions up to 511, or a
+#: frontier that grows by a write at a time); a build with narrower positions runs the others
+WIDE_POSITIONS = params().get("pos_width", 12) >= 10
+
+
+def bounded_accesses(rng, n, n_queues, pw, reach=40):
+    """Accesses inside the position field: writes at or near its top (the newest position), reads
+    within ``reach`` of either end, so that P - W and P + W pass both ends of the field."""
+    top = (1 << pw) - 1
+    low, high = range(0, min(reach, top) + 1), range(max(0, top - reach), top + 1)
+    out = []
+    for _ in range(n):
+        q = rng.randrange(n_queues)
+        if rng.random() < 0.2:
+            out.append((q, rng.choice((top, top - 1, rng.choice(high))), 1))
+        else:
+            out.append((q, rng.choice(rng.choice((low, high))), 0))
+    return out
+
+
 @cocotb.test()
+async def test_windows_beyond_the_positions(dut):
+    """Windows as wide as the position field or wider, up to the register's 255, with backpressure:
+    P + W beyond the largest position is clamped to the queue's newest, as in the model. (With P + W
+    held in pos_width + 2 bits it wrapped: at pos_width 4 a read at 2 with W = 62 asked for nothing;
+    found by review 2026-12-02, hence the bench's 4-bit configuration.)"""
+    rng = test_rng()
+    env = PrefetchEnv(dut, rng)
+    await env.start()
+    top = (1 << env.pw) - 1
+    windows = sorted({w for w in (top - 1, top, top + 1, 2 * top + 2, 62, 64, 128, 255) if 1 <= w <= 255})
+    for w in windows:
+        env.fetch_ready_prob, env.ins_ready_prob, env.chk_ready_prob = 0.7, 0.6, 0.7
+        env.acc_prob = 0.8
+        await env.run(bounded_accesses(rng, 120, min(2, 1 << env.qb), env.pw),
+                      M.PrefetchConfig(window=w, trigger_all=rng.choice((0, 1))))
+        await env.drain()
+    env.check()
+    c = env.model.counters
+    dut._log.info("windows %s: %d accesses, counters %s", windows, env.accepted, c)
+    assert c["requests"] > 0 and c["prefetches"] > 0 and c["inserts"] > 0, c
+
+
+@cocotb.test(skip=not WIDE_POSITIONS)
 async def test_random_backpressure(dut):
     """Random accesses, every configuration, backpressure on fetch, insert and lookup ports, gaps on the
     access input, out-of-order completions; asserts every output stream was stalled."""
@@ -449,14 +492,15 @@ async def test_random_backpressure(dut):
     c = env.model.counters
     dut._log.info("random: %d accesses, %d cycles, counters %s", env.accepted, env.cycles, c)
     assert_backpressure_seen(env)
-    for name in ("requests", "drops", "lookups", "skip_resident", "skip_inflight", "prefetches", "inserts",
-                 "stall_cycles"):
+    # bad_completions and bad_responses: test_overflow_rate_and_bad_completions (none here by design)
+    for name in ("requests", "drops", "drop_positions", "lookups", "skip_resident", "skip_inflight", "prefetches",
+                 "inserts", "stall_cycles"):
         assert c[name] > 0, f"stimulus never exercised '{name}'"
     # drained, so every lookup had exactly one outcome (nothing lost in the pipeline)
     assert c["lookups"] == c["skip_resident"] + c["skip_inflight"] + c["prefetches"]
 
 
-@cocotb.test()
+@cocotb.test(skip=not WIDE_POSITIONS)
 async def test_trace_driven(dut):
     """Accesses of tiny synthetic traces (cxlkv.models.tracegen.synth) in file order."""
     from cxlkv.models.tracegen import synth
@@ -477,7 +521,7 @@ async def test_trace_driven(dut):
     assert env.model.counters["prefetches"] > 0 and env.model.counters["skip_resident"] > 0
 
 
-@cocotb.test()
+@cocotb.test(skip=not WIDE_POSITIONS)
 async def test_overflow_rate_and_bad_completions(dut):
     """A full queue drops its oldest request (counted) or stalls the input; rate limit holds;
     completions of idle tags and answers to no lookup are counted and change nothing else."""
@@ -490,7 +534,8 @@ async def test_overflow_rate_and_bad_completions(dut):
     await env.run(warm + burst, cfg)
     assert env.model.counters["drops"] > 0 and env.model.counters["drop_positions"] > 0
     await env.drain()
-    # rate: no 8-cycle aligned period issued more than one fetch (checked on the model the RTL equals)
+    # rate: the RTL's fetches equal the model's cycle by cycle (the per-cycle scoreboard); that the model
+    # issues at most rate_issues per aligned period is tests/test_prefetch.py's; here only a bound on the total
     issued_before = env.model.counters["prefetches"]
     cfg = M.PrefetchConfig(window=6, trigger_all=1, overflow_stall=1, rate_issues=2, rate_period=16)
     start = env.cycles
@@ -513,7 +558,7 @@ async def test_overflow_rate_and_bad_completions(dut):
     dut._log.info("overflow/rate/bad: counters %s", env.model.counters)
 
 
-@cocotb.test()
+@cocotb.test(skip=not WIDE_POSITIONS)
 async def test_scoreboard_catches_corruption(dut):
     """Negative test, one corruption per check in one run: the 40th predicted fetch, the 30th
     predicted insert, acc.ready in the 500th cycle's predicted snapshot, and the payload seen in the
@@ -533,7 +578,7 @@ async def test_scoreboard_catches_corruption(dut):
         m.assert_caught_one(index=25, log=dut._log)
 
 
-@cocotb.test()
+@cocotb.test(skip=not WIDE_POSITIONS)
 async def test_throughput(dut):
     """Accesses always valid, prefetch on every read with W = 4, drop-oldest overflow, 8 issues per
     64 cycles: accepted accesses per clock (prefetch.events_per_cycle)."""
