@@ -21,12 +21,13 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._params import require_int
 from cxlkv.models import phase as M
 
 
 class PhaseDetector(wiring.Component):
     def __init__(self, *, counter_width=32):
-        self.counter_width = counter_width
+        self.counter_width = require_int("PhaseDetector", "counter_width", counter_width, 1)
         super().__init__({
             "ev_valid": In(1),
             "ev_write": In(1),

@@ -25,6 +25,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._params import require_int
 from cxlkv.hdl._pipeline import LockstepPipeline
 from cxlkv.models import scoring as M
 
@@ -141,7 +142,7 @@ class ScoringPipeline(wiring.Component):
     """
 
     def __init__(self, id_width=32):
-        self.id_width = id_width
+        self.id_width = require_int("ScoringPipeline", "id_width", id_width, 1)
         super().__init__({
             "i": In(stream.Signature(input_layout(id_width))),
             "o": Out(stream.Signature(output_layout(id_width))),

@@ -54,6 +54,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl._cells import and_or_lut4, lut4
+from cxlkv.hdl._params import require_int
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as S
 from cxlkv.models import tracker as T
@@ -89,6 +90,8 @@ class Geometry:
     """Fixed parameters and the widths they imply."""
 
     def __init__(self, n_layers, n_kv_heads, n_positions, n_buckets, max_budget=None):
+        require_int("Tracker", "n_layers", n_layers, 1)
+        require_int("Tracker", "n_kv_heads", n_kv_heads, 1)
         max_budget = min(n_positions, T.MAX_BUDGET_LIMIT) if max_budget is None else max_budget
         for name, v in (("n_positions", n_positions), ("n_buckets", n_buckets), ("max_budget", max_budget)):
             if v < 2 or v & (v - 1):

@@ -74,7 +74,7 @@ class TrackerEnv:
         self.latency = {}                  # decision kind -> [sum of cycles, count]
         self.coverage = dict.fromkeys(("queue_full", "evict_from_expired", "evict_from_bucket", "no_victim",
                                        "pinned_hit", "same_entry_burst", "dense_event", "victim_answer",
-                                       "victim_none", "victim_locked", "step_error", "bad_event",
+                                       "victim_none", "victim_locked", "step_error", "event_error",
                                        "pf_insert", "pf_evict", "pf_no_victim", "pf_resident", "pf_error",
                                        "pf_behind_pf", "prefetch_hit", "pf_evicted_unused", "lookup_hit",
                                        "lookup_miss", "lookup_unstarted", "lookup_bad", "lookup_behind_update"), 0)
@@ -101,8 +101,8 @@ class TrackerEnv:
             from_expired = qs.ehead is not None
         pf_hits = self.model.counters["prefetch_hits"]
         d = self.model.port_event(ev["layer"], ev["head"], ev["position"], ev["write"], ev["sample"], ev["step"])
-        if d.error:
-            self.coverage["bad_event"] += 1
+        if d.error:                    # an out-of-range layer or head on the event port
+            self.coverage["event_error"] += 1
         else:
             self.coverage["prefetch_hit"] += self.model.counters["prefetch_hits"] - pf_hits
             if qs.dense:
@@ -135,7 +135,6 @@ class TrackerEnv:
         d = self.model.port_lookup(lk["layer"], lk["head"], lk["position"])
         if d.error:
             self.coverage["lookup_bad"] += 1
-            self.coverage["bad_event"] += 1
         else:
             self.coverage["lookup_hit" if d.hit else "lookup_miss"] += 1
         return self._decision(lk, d)
@@ -149,7 +148,6 @@ class TrackerEnv:
         d = self.model.port_prefetch(pf["layer"], pf["head"], pf["position"])
         if d.error:
             self.coverage["pf_error"] += 1
-            self.coverage["bad_event"] += 1
             return self._decision(pf, d)
         self._remember((q, pf["position"]))
         self.coverage["pf_evicted_unused"] += self.model.counters["prefetch_evicted_unused"] - unused
@@ -521,7 +519,7 @@ async def test_random_defaults(dut):
     env = await random_run(dut, cfg, n=n, npos=14, decode_lock=0b000100, vreq_prob=0.1, pf_prob=0.3, lk_prob=0.3)
     cov = env.coverage
     for b in ("queue_full", "evict_from_expired", "evict_from_bucket", "pinned_hit", "same_entry_burst",
-              "dense_event", "victim_answer", "victim_none", "victim_locked", "step_error", "bad_event",
+              "dense_event", "victim_answer", "victim_none", "victim_locked", "step_error", "event_error",
               "pf_insert", "pf_evict", "pf_resident", "pf_error", "pf_behind_pf", "prefetch_hit",
               "pf_evicted_unused", "lookup_hit", "lookup_miss", "lookup_unstarted", "lookup_bad",
               "lookup_behind_update"):
