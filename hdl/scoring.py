@@ -110,8 +110,9 @@ class DecayRateDivider(wiring.Component):
                 with m.If(count == 1):
                     m.d.sync += normalising.eq(1)
         with m.Else():
-            # shift the quotient left until its top bit is set (at most 20 cycles for
-            # tau <= 2^20): no wide priority encoder or barrel shifter in the fast path
+            # shift the quotient left until its top bit is set (at most 20 shifts for
+            # tau <= 2^20, then the cycle that loads: <= 21 cycles, as docs/scoring.md says):
+            # no wide priority encoder or barrel shifter in the fast path
             with m.If(quot[-1]):
                 m.d.sync += [
                     self.mant.eq(quot[n - M.MANT_BITS:]),
