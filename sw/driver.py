@@ -97,6 +97,13 @@ class Device:
         if version["major"] != SUPPORTED_MAJOR:
             raise DeviceError(f"device register interface version {version['major']}.{version['minor']}; "
                               f"this driver supports major {SUPPORTED_MAJOR}")
+        # every geometry a controller is built with has a layer, a head and 2^1 .. 2^32 positions
+        # (models/controller.check_geometry); anything else is not a working device's registers
+        geo, geo2 = await self.read_fields("GEOMETRY"), await self.read_fields("GEOMETRY2")
+        if geo["n_layers"] < 1 or geo["n_kv_heads"] < 1 or not 1 <= geo2["entries_log2"] <= 32:
+            raise DeviceError(f"device reports a geometry no controller has ({geo['n_layers']} layers x "
+                              f"{geo['n_kv_heads']} KV heads, entries_log2 {geo2['entries_log2']}): "
+                              f"its registers are not a working cxlkv controller's")
 
     async def read_reg(self, name: str) -> int:
         reg = _reg(name)
