@@ -116,8 +116,8 @@ def _note_no_tracker(build):
         return                                  # a bad value: the build itself refuses it with its message
     print(f"cxlkv: note: tracker=auto builds no tracker (nor the HDM decode, prefetch engine, phase detector "
           f"and tier mover behind it) for {queues} queues x {positions:,} positions, more than "
-          f"{ONCHIP_MAX_WORDS:,} words on chip; --build tracker=onchip or tracker=external builds one",
-          file=sys.stderr)
+          f"{ONCHIP_MAX_WORDS:,} words on chip; --build tracker=external builds one with its metadata "
+          f"outside the top (or a smaller entries_log2 one on chip)", file=sys.stderr)
 
 
 def _build_params(items):

@@ -112,7 +112,10 @@ def _check_sweep_params(overrides, policies):
         elif pol not in policies:
             raise CxlkvError(f"--param {key}: policy '{pol}' is not swept (--policies {','.join(policies)})")
         else:
-            P.refuse_foreign_params(pol, [name], P.accepted_params(pol, trigger=False))
+            try:
+                P.refuse_foreign_params(pol, [name], P.accepted_params(pol, trigger=False))
+            except CxlkvError as exc:
+                raise CxlkvError(f"--param {key}: {exc}") from None
     if unused:
         taken = dict.fromkeys(n for p in policies for n in P.accepted_params(p, trigger=False))
         raise CxlkvError(f"{', '.join(sorted(unused))}: not a parameter of any policy swept ({', '.join(policies)}; "

@@ -402,7 +402,9 @@ class SimTransport(Transport):
     @bus_throttle.setter
     def bus_throttle(self, on: bool) -> None:
         from cxlkv.tb.vharness import OP_BUS_THROTTLE
-        self._call(OP_BUS_THROTTLE, 0, int(bool(on)))
+        status, _ = self._call(OP_BUS_THROTTLE, 0, int(bool(on)))
+        if status:                              # a harness built without the op: the bus would run plain
+            raise TransportError(f"simulation harness answered status {status:#x} to BUS_THROTTLE")
         self._bus_throttle = bool(on)
 
     def _recv(self, n: int) -> bytes:

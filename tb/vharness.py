@@ -46,9 +46,10 @@ ops: 1 READ a -> value, status = AXI resp; 2 WRITE a <- b, status = AXI resp;
 status 0xFF: the bus did not answer within the timeout (a hung design); 0xFD: no event or
 decision moved for STALL_TIMEOUT cycles (value = decisions received; e.g. CONTROL.enable = 0);
 0xFB: the register slave broke the AXI4-Lite handshake rules during a READ or WRITE (in any mode;
-only a throttled bus can see a response that does not wait), value = the PROTO_* code: a B before
-both AW and W were taken in an earlier cycle, a B that was not taken dropped or changed, an R before
-AR was taken, an R that was not taken dropped or changed. The access ends there.
+only a throttled bus can see a response that does not wait), value = the code of PROTO_CHECKS: a B
+before both AW and W were taken in an earlier cycle, a B that was not taken dropped or changed, an R
+before AR was taken, an R that was not taken dropped or changed, an R during a write or a B during a
+read. The access ends there.
 
 Builds are cached like the cocotb builds (build/harness/<name>-<hash>/).
 """
@@ -68,9 +69,17 @@ OP_READ, OP_WRITE, OP_STEP, OP_CYCLES, OP_QUIT, OP_EVENTS = 1, 2, 3, 4, 5, 6
 OP_BUS_THROTTLE = 9
 STATUS_TIMEOUT = 0xFF
 STATUS_PROTOCOL = 0xFB
-#: PROTO_* code (the value of a STATUS_PROTOCOL answer) -> what the register slave did
-PROTO_VIOLATIONS = {1: "BVALID before both AW and W were taken", 2: "BVALID dropped or BRESP changed before BREADY",
-                    3: "RVALID before AR was taken", 4: "RVALID dropped or RDATA/RRESP changed before RREADY"}
+#: the harness's handshake checks: name -> (PROTO code, the value of a STATUS_PROTOCOL answer; what the
+#: register slave did)
+PROTO_CHECKS = {
+    "B_EARLY": (1, "BVALID without a write whose AW and W were both taken in an earlier cycle"),
+    "B_UNSTABLE": (2, "BVALID dropped or BRESP changed before BREADY"),
+    "R_EARLY": (3, "RVALID without a read whose AR was taken in an earlier cycle"),
+    "R_UNSTABLE": (4, "RVALID dropped or RDATA/RRESP changed before RREADY"),
+    "STRAY": (5, "a response of the other kind (RVALID during a write, BVALID during a read)"),
+}
+#: PROTO code -> what the register slave did
+PROTO_VIOLATIONS = dict(PROTO_CHECKS.values())
 STATUS_STALLED = 0xFD
 STATUS_BAD_RECORD = 0xFC
 BUS_TIMEOUT_CYCLES = 10_000
@@ -117,8 +126,8 @@ static inline void tick() {
 // Bus throttle (op BUS_THROTTLE): random gaps before AW, W and AR are offered (each valid, once
 // high, stays high until taken) and random BREADY/RREADY, from a fixed pseudo-random sequence. The
 // slave's side is checked in every mode: no B before both AW and W were taken in an earlier cycle,
-// no R before AR was, and a B or R that waits (valid, ready low) keeps valid and its payload until
-// taken. A violation ends the access with STATUS_PROTOCOL, value = the PROTO_* code.
+// no R before AR was, no R during a write nor B during a read, and a B or R that waits (valid,
+// ready low) keeps valid and its payload until taken. A violation ends the access with STATUS_PROTOCOL, value = the PROTO_* code.
 static bool bus_throttle = false;
 static uint32_t bus_lcg = 0x1F123BB5u;
 static inline bool bus_roll(uint32_t den) {
@@ -141,7 +150,8 @@ static int axil_write(uint32_t addr, uint32_t data, uint32_t *code) {
         bool b_valid = top->@P@bvalid, b_hs = b_valid && top->@P@bready;
         int resp = top->@P@bresp;
         *code = 0;
-        if (b_valid && !(aw && w)) *code = @PROTO_B_EARLY@;
+        if (top->@P@rvalid) *code = @PROTO_STRAY@;
+        else if (b_valid && !(aw && w)) *code = @PROTO_B_EARLY@;
         else if (b_wait && (!b_valid || resp != b_resp)) *code = @PROTO_B_UNSTABLE@;
         top->clk = 1; top->eval(); cycles++;
         if (*code) break;
@@ -166,7 +176,8 @@ static int axil_read(uint32_t addr, uint32_t *data, uint32_t *code) {
         bool r_valid = top->@P@rvalid, r_hs = r_valid && top->@P@rready;
         uint32_t rd = top->@P@rdata; int resp = top->@P@rresp;
         *code = 0;
-        if (r_valid && !ar) *code = @PROTO_R_EARLY@;
+        if (top->@P@bvalid) *code = @PROTO_STRAY@;
+        else if (r_valid && !ar) *code = @PROTO_R_EARLY@;
         else if (r_wait && (!r_valid || rd != r_data || resp != r_resp)) *code = @PROTO_R_UNSTABLE@;
         top->clk = 1; top->eval(); cycles++;
         if (*code) break;
@@ -651,7 +662,7 @@ def render_cpp(top: str, bus_prefix: str = "s_axil", events=None, stall_cycles: 
             "@TIMEOUT_STATUS@": str(STATUS_TIMEOUT), "@OP_READ@": str(OP_READ), "@OP_WRITE@": str(OP_WRITE),
             "@OP_STEP@": str(OP_STEP), "@OP_CYCLES@": str(OP_CYCLES), "@OP_QUIT@": str(OP_QUIT),
             "@OP_BUS_THROTTLE@": str(OP_BUS_THROTTLE), "@PROTO_STATUS@": str(STATUS_PROTOCOL),
-            "@PROTO_B_EARLY@": "1", "@PROTO_B_UNSTABLE@": "2", "@PROTO_R_EARLY@": "3", "@PROTO_R_UNSTABLE@": "4"}
+            **{f"@PROTO_{name}@": str(code) for name, (code, _) in PROTO_CHECKS.items()}}
     text = _CPP
     if events is None:
         text = text.replace("@EVENTS_FUNCS@", "").replace("@EVENTS_CASE@", "").replace("@EVENTS_TAIL@", "")

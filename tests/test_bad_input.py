@@ -246,7 +246,7 @@ def test_ctl_notes_a_build_without_a_tracker(capsys):
     assert cli.main(["ctl", "-t", "model", "--build", "entries_log2=16", "info"]) == 0
     out = capsys.readouterr()
     assert "caps            []" in out.out
-    assert "note: tracker=auto builds no tracker" in out.err and "--build tracker=onchip" in out.err
+    assert "note: tracker=auto builds no tracker" in out.err and "--build tracker=external" in out.err
     for build in (["--build", "entries_log2=13"], ["--build", "entries_log2=16", "--build", "tracker=none"]):
         assert cli.main(["ctl", "-t", "model", *build, "info"]) == 0
         assert capsys.readouterr().err == ""

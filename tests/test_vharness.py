@@ -14,14 +14,15 @@ from cxlkv.hdl.regs import AXI4LiteSignature
 from cxlkv.sw.transport import SimTransport, TransportError
 
 #: the stand-in's fault register (address 0x4): what it breaks from the next access on
-FAULTS = {"b_early": 1, "b_drop": 2, "r_early": 3, "r_drop": 4, "r_change": 5}
+FAULTS = {"b_early": 1, "b_drop": 2, "r_early": 3, "r_drop": 4, "r_change": 5, "r_stray": 6}
 
 
 class AxiLiteStandIn(wiring.Component):
     """One 32-bit register at 0x0 behind an AXI4-Lite slave that keeps the handshake rules, and at 0x4
     a fault register that makes it break one of them: B in the cycle AW and W are taken (b_early), B
     for one cycle whether taken or not (b_drop), R in the cycle AR is taken (r_early), R for one cycle
-    (r_drop), RDATA counting up once R has waited a cycle (r_change)."""
+    (r_drop), RDATA counting up once R has waited a cycle (r_change), RVALID while a write is offered
+    (r_stray)."""
 
     def __init__(self):
         super().__init__({"s_axil": In(AXI4LiteSignature())})
@@ -56,6 +57,8 @@ class AxiLiteStandIn(wiring.Component):
             m.d.comb += bus.bvalid.eq(bvalid | (bus.awvalid & bus.wvalid))
         with m.If(fault == FAULTS["r_early"]):
             m.d.comb += bus.rvalid.eq(rvalid | bus.arvalid)
+        with m.If(fault == FAULTS["r_stray"]):
+            m.d.comb += bus.rvalid.eq(rvalid | bus.awvalid)
         with m.If(fault == FAULTS["r_change"]):
             m.d.comb += bus.rdata.eq(rdata + (count & waited.replicate(32)))
         return m
@@ -88,15 +91,16 @@ def test_throttled_bus_takes_longer_and_answers_the_same(standin):
 
 
 @pytest.mark.parametrize("fault, seen_unthrottled", [("b_early", True), ("b_drop", False), ("r_early", True),
-                                                     ("r_drop", False), ("r_change", False)])
+                                                     ("r_drop", False), ("r_change", False), ("r_stray", True)])
 @pytest.mark.parametrize("throttle", [False, True])
 def test_handshake_violations_are_reported(standin, fault, seen_unthrottled, throttle):
     """Each broken rule fails the access with its name. A response that does not wait for its ready
     is seen only on the throttled bus: the plain bus takes every response at once."""
     asyncio.run(standin.write32(4, FAULTS[fault]))
     standin.bus_throttle = throttle
-    expected = {"b_early": "BVALID before both AW and W", "b_drop": "BVALID dropped",
-                "r_early": "RVALID before AR", "r_drop": "RVALID dropped", "r_change": "RDATA/RRESP changed"}[fault]
+    expected = {"b_early": "BVALID without a write whose AW and W", "b_drop": "BVALID dropped",
+                "r_early": "RVALID without a read whose AR", "r_drop": "RVALID dropped",
+                "r_change": "RDATA/RRESP changed", "r_stray": "RVALID during a write"}[fault]
     if not (throttle or seen_unthrottled):
         _accesses(standin, 50)
         return

@@ -435,7 +435,10 @@ def random_events(rng, geom, n, *, npos):
             sample = rng.choice((0, 1, 0x8000, 0xFFFF)) if rng.random() < 0.2 else rng.getrandbits(16)
             out.append({"layer": layer, "head": head, "position": pos, "write": int(rng.random() < 0.15),
                         "sample": sample, "step": s})
-    return out[:n]
+    out = out[:n]
+    if n > 10 and (1 << geom.lb) > geom.n_layers:     # at least one out-of-range layer, however short the run
+        out[n // 2] = {**out[n // 2], "layer": (1 << geom.lb) - 1}
+    return out
 
 
 def random_prefetches(rng, geom, n, *, npos):
