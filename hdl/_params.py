@@ -1,12 +1,36 @@
 """Constructor parameter checks shared by the blocks: a width or count outside what the block can
 build is refused with its name and value (ValueError), rather than elaborating into hardware
-whose fields silently have no bits."""
+whose fields silently have no bits.
+
+A component refused in its constructor is never elaborated, and Amaranth would warn about an
+unused elaboratable when it is collected (an error under the test suite's -W error): a refusal
+silences that warning for the object it refused."""
+from contextlib import contextmanager
 
 
-def require_int(block: str, name: str, value, lo: int, hi: int | None = None) -> int:
+def _silence(component) -> None:
+    component._MustUse__silence = True          # refused, never built: no unused-elaboratable warning
+
+
+def require_int(owner, name: str, value, lo: int, hi: int | None = None) -> int:
     """``value`` as an int in ``lo`` .. ``hi`` (no upper bound when ``hi`` is None), else ValueError
-    naming ``block`` and ``name``."""
+    naming the block and ``name``. ``owner``: the component being constructed, or a block's name
+    (a helper class of the block's, checked inside a constructor that uses ``refusals``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        block = owner if isinstance(owner, str) else type(owner).__name__
+        if not isinstance(owner, str):
+            _silence(owner)
         bound = f">= {lo}" if hi is None else f"in {lo} .. {hi}"
         raise ValueError(f"{block}: {name} must be an integer {bound}, got {value!r}")
     return value
+
+
+@contextmanager
+def refusals(component):
+    """Around a constructor's checks: any exception they raise silences the unused-elaboratable
+    warning of ``component``, which will never be built."""
+    try:
+        yield
+    except Exception:
+        _silence(component)
+        raise

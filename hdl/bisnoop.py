@@ -29,7 +29,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from cxlkv.hdl._params import require_int
+from cxlkv.hdl._params import refusals, require_int
 from cxlkv.models import bisnoop as M
 
 
@@ -116,12 +116,13 @@ class BISnoopEngine(wiring.Component):
     """
 
     def __init__(self, lines=16, n_tags=4, park_depth=2, data_width=64):
-        if lines < 2 or lines & (lines - 1):
-            raise ValueError(f"lines must be a power of two >= 2, got {lines}")
-        if not 1 <= n_tags <= 1 << M.BITAG_BITS or park_depth < 1:
-            raise ValueError(f"n_tags in 1..4096 and park_depth >= 1, got {n_tags} and {park_depth}")
-        if require_int("BISnoopEngine", "data_width", data_width, 8) % 8:
-            raise ValueError(f"BISnoopEngine: data_width must be a multiple of 8 (whole byte lanes), got {data_width}")
+        with refusals(self):
+            if lines < 2 or lines & (lines - 1):
+                raise ValueError(f"lines must be a power of two >= 2, got {lines}")
+            if not 1 <= n_tags <= 1 << M.BITAG_BITS or park_depth < 1:
+                raise ValueError(f"n_tags in 1..4096 and park_depth >= 1, got {n_tags} and {park_depth}")
+            if require_int(self, "data_width", data_width, 8) % 8:
+                raise ValueError(f"BISnoopEngine: data_width must be a multiple of 8 (whole byte lanes), got {data_width}")
         self.lines, self.n_tags, self.park_depth, self.data_width = lines, n_tags, park_depth, data_width
         self.line_bits = (lines - 1).bit_length()
         ports = {name: d(stream.Signature(lay(data_width))) for name, (d, lay) in CHANNELS.items()}

@@ -34,7 +34,7 @@ from amaranth import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from cxlkv.hdl._params import require_int
+from cxlkv.hdl._params import refusals, require_int
 from cxlkv.hdl.tracker import Geometry as TrackerGeometry
 from cxlkv.models import hdm as M
 
@@ -71,8 +71,9 @@ class Hdm(wiring.Component):
     """HDM decode + hint path; parameters as :class:`cxlkv.models.hdm.HdmGeometry`."""
 
     def __init__(self, n_layers=4, n_kv_heads=2, n_positions=1024, addr_width=52, tag_width=16, hint_depth=8):
-        require_int("Hdm", "tag_width", tag_width, 1)
-        self.geom = g = M.HdmGeometry(n_layers, n_kv_heads, n_positions, addr_width, tag_width, hint_depth)
+        with refusals(self):
+            require_int(self, "tag_width", tag_width, 1)
+            self.geom = g = M.HdmGeometry(n_layers, n_kv_heads, n_positions, addr_width, tag_width, hint_depth)
         self.event_layout = TrackerGeometry(n_layers, n_kv_heads, n_positions, 128).event_layout()
         self.access_layout = data.StructLayout({"addr": addr_width, "write": 1, "tag": tag_width})
         self.hint_layout = data.StructLayout({"step": M.STEP_BITS, "has_sample": 1, "layer": g.lb,

@@ -27,7 +27,7 @@ from cxlkv.models import phase as M
 
 class PhaseDetector(wiring.Component):
     def __init__(self, *, counter_width=32):
-        self.counter_width = require_int("PhaseDetector", "counter_width", counter_width, 1)
+        self.counter_width = require_int(self, "counter_width", counter_width, 1)
         super().__init__({
             "ev_valid": In(1),
             "ev_write": In(1),

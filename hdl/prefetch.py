@@ -29,7 +29,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from cxlkv.hdl._params import require_int
+from cxlkv.hdl._params import refusals, require_int
 from cxlkv.models import prefetch as M
 
 
@@ -62,11 +62,12 @@ class PrefetchEngine(wiring.Component):
     """See the module docstring; every counter wraps at ``counter_width`` bits."""
 
     def __init__(self, *, queue_bits=4, pos_width=16, depth=4, tags=4, lookups=4, counter_width=32):
-        if depth < 1 or tags < 1 or lookups < 1:
-            raise ValueError("depth, tags and lookups must be at least 1")
-        require_int("PrefetchEngine", "queue_bits", queue_bits, 0)         # 0: one queue
-        require_int("PrefetchEngine", "pos_width", pos_width, 1)
-        require_int("PrefetchEngine", "counter_width", counter_width, 1)
+        with refusals(self):
+            if depth < 1 or tags < 1 or lookups < 1:
+                raise ValueError("depth, tags and lookups must be at least 1")
+            require_int(self, "queue_bits", queue_bits, 0)         # 0: one queue
+            require_int(self, "pos_width", pos_width, 1)
+            require_int(self, "counter_width", counter_width, 1)
         self.lookup_depth = lookups
         self.queue_bits = queue_bits
         self.pos_width = pos_width

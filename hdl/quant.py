@@ -145,7 +145,7 @@ class LineQuantizer(wiring.Component):
     """
 
     def __init__(self, tag_width=16):
-        self.tag_width = require_int("LineQuantizer", "tag_width", tag_width, 1)
+        self.tag_width = require_int(self, "tag_width", tag_width, 1)
         super().__init__({
             "i": In(stream.Signature(line_layout(tag_width))),
             "o": Out(stream.Signature(record_layout(tag_width))),
@@ -314,7 +314,7 @@ class LineDequantizer(wiring.Component):
     """
 
     def __init__(self, tag_width=16):
-        self.tag_width = require_int("LineDequantizer", "tag_width", tag_width, 1)
+        self.tag_width = require_int(self, "tag_width", tag_width, 1)
         super().__init__({
             "i": In(stream.Signature(record_layout(tag_width))),
             "o": Out(stream.Signature(readback_layout(tag_width))),
@@ -442,7 +442,7 @@ class QuantUnit(wiring.Component):
     """
 
     def __init__(self, tag_width=16):
-        self.tag_width = require_int("QuantUnit", "tag_width", tag_width, 1)
+        self.tag_width = require_int(self, "tag_width", tag_width, 1)
         super().__init__({
             "wr_i": In(stream.Signature(line_layout(tag_width))),
             "wr_o": Out(stream.Signature(record_layout(tag_width))),

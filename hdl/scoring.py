@@ -143,7 +143,7 @@ class ScoringPipeline(wiring.Component):
     """
 
     def __init__(self, id_width=32):
-        self.id_width = require_int("ScoringPipeline", "id_width", id_width, 1)
+        self.id_width = require_int(self, "id_width", id_width, 1)
         super().__init__({
             "i": In(stream.Signature(input_layout(id_width))),
             "o": Out(stream.Signature(output_layout(id_width))),

@@ -54,7 +54,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from cxlkv.hdl._cells import and_or_lut4, lut4
-from cxlkv.hdl._params import require_int
+from cxlkv.hdl._params import refusals, require_int
 from cxlkv.models import policy as P
 from cxlkv.models import scoring as S
 from cxlkv.models import tracker as T
@@ -90,7 +90,7 @@ class Geometry:
     """Fixed parameters and the widths they imply."""
 
     def __init__(self, n_layers, n_kv_heads, n_positions, n_buckets, max_budget=None):
-        require_int("Tracker", "n_layers", n_layers, 1)
+        require_int("Tracker", "n_layers", n_layers, 1)         # Tracker.__init__ silences its refusal
         require_int("Tracker", "n_kv_heads", n_kv_heads, 1)
         max_budget = min(n_positions, T.MAX_BUDGET_LIMIT) if max_budget is None else max_budget
         for name, v in (("n_positions", n_positions), ("n_buckets", n_buckets), ("max_budget", max_budget)):
@@ -236,11 +236,12 @@ class Tracker(wiring.Component):
 
     def __init__(self, n_layers=2, n_kv_heads=2, n_positions=64, n_buckets=128, max_budget=None,
                  inflight=INFLIGHT, select="ring"):
-        self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets, max_budget)
-        if inflight < 2 or inflight & (inflight - 1):
-            raise ValueError(f"inflight must be a power of two >= 2, got {inflight}")
-        self.inflight = inflight
-        self.select = T.check_select(select, g.max_budget)
+        with refusals(self):
+            self.geom = g = Geometry(n_layers, n_kv_heads, n_positions, n_buckets, max_budget)
+            if inflight < 2 or inflight & (inflight - 1):
+                raise ValueError(f"inflight must be a power of two >= 2, got {inflight}")
+            self.inflight = inflight
+            self.select = T.check_select(select, g.max_budget)
         ports = {
             "event": In(stream.Signature(g.event_layout())),
             "decision": Out(stream.Signature(g.decision_layout())),

@@ -25,10 +25,20 @@ from cxlkv.hdl.tracker import Tracker
     (lambda: Tracker(2, 0, 128, 128), "Tracker: n_kv_heads must be an integer >= 1, got 0"),
     (lambda: Tracker(2.5, 2, 128, 128), "Tracker: n_layers must be an integer >= 1, got 2.5"),
 ])
-def test_a_parameter_the_block_cannot_build_is_refused(make, message):
+def test_a_parameter_the_block_cannot_build_is_refused(make, message, monkeypatch):
+    """...and the refused object, never built, is collected without Amaranth's unused-elaboratable
+    warning (an error under -W error). Amaranth keeps that warning off until the process first
+    elaborates something, so it is switched on here, and the collection forced, so that a refusal
+    that forgot to silence its object fails this test whatever ran before it."""
+    import gc
+
+    from amaranth.hdl._ir import UnusedElaboratable
+    monkeypatch.setattr(UnusedElaboratable, "_MustUse__silence", False)
     with pytest.raises(ValueError) as exc:
         make()
     assert message in str(exc.value)
+    del exc
+    gc.collect()
 
 
 @pytest.mark.parametrize("make", [
