@@ -618,24 +618,18 @@ def main(argv=None):
             return 0
         if args.cmd == "bitstream":
             from cxlkv.hdl.boards import get_board
+            from cxlkv.models.controller import TRACKER_CHOICES
+            from cxlkv.models.tracker import SELECTS
+            from cxlkv.sw.argtypes import name_values
             controller = dict(get_board(args.board).controller)
-            for item in args.param:
-                k, sep, v = item.partition("=")
-                if not sep or k not in controller:
-                    raise CxlkvError(f"bad --param {item!r}: use NAME=VALUE with NAME one of {', '.join(controller)}")
-                # parameters that are words: where the tracker's memories live, its selection structure
-                from cxlkv.models.controller import TRACKER_CHOICES
-                from cxlkv.models.tracker import SELECTS
-                words = {"tracker": TRACKER_CHOICES, "tracker_select": SELECTS}
-                if k in words:
-                    if v not in words[k]:
-                        raise CxlkvError(f"bad --param {item!r}: {k} is one of {', '.join(words[k])}")
-                    controller[k] = v
-                    continue
-                try:
-                    controller[k] = int(v, 0)
-                except ValueError:
-                    raise CxlkvError(f"bad --param {item!r}: an integer is needed") from None
+            # parameters that are words: where the tracker's memories live, its selection structure
+            words = {"tracker": TRACKER_CHOICES, "tracker_select": SELECTS}
+            given = name_values(args.param, "--param", valid=tuple(controller), noun="parameter of the board's controller",
+                                strings=tuple(words))
+            for k, v in given.items():
+                if k in words and v not in words[k]:
+                    raise CxlkvError(f"bad --param {k}={v}: {k} is one of {', '.join(words[k])}")
+            controller.update(given)
             tim, config = build_board(args.board, args.core_mhz, args.baud, controller, args.out,
                                       args.allow_timing_fail, args.seed, args.retry_seeds)
         else:

@@ -80,6 +80,7 @@ def test_board_controller_carries_the_tracker():
             assert int(tr.pos.max()) < model.n_positions, f"{path.name} does not fit board {name}"
     assert fpga.main(["bitstream", "--param", "tracker=bogus"]) == 2        # refused before any tool runs
     assert fpga.main(["bitstream", "--param", "entries_log2=x"]) == 2
+    assert fpga.main(["bitstream", "--param", "entries_log2=9", "--param", "entries_log2=10"]) == 2   # once each
 
 
 def test_report_parser_on_a_saved_log():
