@@ -102,9 +102,8 @@ def _transport(args):
 def _note_no_tracker(build):
     """tracker='auto' (the default) builds no tracker, and so none of the blocks behind it, beyond
     ONCHIP_MAX_WORDS words: say so on stderr, since `info` would otherwise just show empty caps."""
-    import sys
-
     import inspect
+    import sys
 
     from cxlkv.models.controller import ONCHIP_MAX_WORDS, ControllerModel, tracker_placement
     p = {k: v.default for k, v in inspect.signature(ControllerModel).parameters.items()} | build
