@@ -97,14 +97,17 @@ class Device:
         if version["major"] != SUPPORTED_MAJOR:
             raise DeviceError(f"device register interface version {version['major']}.{version['minor']}; "
                               f"this driver supports major {SUPPORTED_MAJOR}")
-        # every geometry a controller is built with has a layer, a head and 2^1 .. 2^32 positions
-        # (models/controller.check_geometry); anything else is not a working device's registers
-        from cxlkv.models.controller import MAX_ENTRIES_LOG2
+        # the geometry a controller reports is one models/controller.check_geometry accepts (its
+        # constructor refuses any other); anything else is not a working device's registers
+        from cxlkv.models.controller import check_geometry
         geo, geo2 = await self.read_fields("GEOMETRY"), await self.read_fields("GEOMETRY2")
-        if geo["n_layers"] < 1 or geo["n_kv_heads"] < 1 or not 1 <= geo2["entries_log2"] <= MAX_ENTRIES_LOG2:
+        try:
+            check_geometry(geo["n_layers"], geo["n_kv_heads"], geo2["entries_log2"], geo2["bitags"])
+        except ValueError as exc:
             raise DeviceError(f"device reports a geometry no controller has ({geo['n_layers']} layers x "
-                              f"{geo['n_kv_heads']} KV heads, entries_log2 {geo2['entries_log2']}): "
-                              f"its registers are not a working cxlkv controller's")
+                              f"{geo['n_kv_heads']} KV heads, entries_log2 {geo2['entries_log2']}, "
+                              f"bitags {geo2['bitags']}; {exc}): its registers are not a working cxlkv "
+                              f"controller's") from None
 
     async def read_reg(self, name: str) -> int:
         reg = _reg(name)

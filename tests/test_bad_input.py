@@ -72,6 +72,7 @@ def test_mmio_offsets_within_a_page_and_bad_paths(tmp_path):
     image[0x104:0x108] = (0x43584B56).to_bytes(4, "little")                 # ID at the block's offset 0
     image[0x10C:0x110] = (2 << 16 | 4).to_bytes(4, "little")                # GEOMETRY: 4 layers x 2 KV heads
     image[0x110] = 10                                                       # GEOMETRY2.entries_log2
+    image[0x111] = 16                                                       # GEOMETRY2.bitags
     image[0x114] = 1                                                        # CAPS.tracker
     path.write_bytes(bytes(image))
     with SyncDevice(MmioTransport(str(path), offset=0x104)) as dev:

@@ -168,13 +168,14 @@ def test_a_replay_the_transport_cannot_drive_changes_nothing():
         assert dev.config() == before and len(t.writes) == n
 
 
-def _fake_bar(tmp_path, magic=0x43584B56, geometry=2 << 16 | 4, entries_log2=10):
+def _fake_bar(tmp_path, magic=0x43584B56, geometry=2 << 16 | 4, entries_log2=10, bitags=16):
     path = tmp_path / "resource0"
     path.write_bytes(bytes(4096))
     with open(path, "r+b") as f, mmap.mmap(f.fileno(), 4096) as mm:
         mm[0:4] = magic.to_bytes(4, "little")
         mm[8:12] = geometry.to_bytes(4, "little")             # GEOMETRY: 4 layers x 2 KV heads
         mm[12] = entries_log2                               # GEOMETRY2.entries_log2
+        mm[13] = bitags                                     # GEOMETRY2.bitags
         mm[16] = 1                                          # CAPS.tracker: the tracker's settings are taken
     return path
 
@@ -193,9 +194,10 @@ def test_mmio_errors_are_clear(tmp_path):
     path = _fake_bar(tmp_path, magic=0xFFFFFFFF)            # absent device reads all ones
     with pytest.raises(DeviceError, match="not a cxlkv controller"):
         SyncDevice(MmioTransport(str(path)))
-    # the right ID over registers no controller has (a 0 x 0 geometry, or no positions)
-    for geometry, entries_log2 in ((0, 10), (2 << 16, 10), (2 << 16 | 4, 0)):
-        path = _fake_bar(tmp_path, geometry=geometry, entries_log2=entries_log2)
+    # the right ID over registers no controller has (a 0 x 0 geometry, no positions, no BI tags)
+    for geometry, entries_log2, bitags in ((0, 10, 16), (2 << 16, 10, 16), (2 << 16 | 4, 0, 16),
+                                           (2 << 16 | 4, 10, 0)):
+        path = _fake_bar(tmp_path, geometry=geometry, entries_log2=entries_log2, bitags=bitags)
         with pytest.raises(DeviceError, match="reports a geometry no controller has"):
             SyncDevice(MmioTransport(str(path)))
 
