@@ -291,14 +291,14 @@ class CxlEnv:
         assert caps["bisnoop"] == 1 and caps["quant"] == 1, f"CAPS {caps}: no BI-snoop or no host data path"
         await self.configure(timeout_cycles)
 
-    async def configure(self, timeout_cycles=0, budget=2):
+    async def configure(self, timeout_cycles=0, budget=2, pins=1):
         dev = self.dev
         await dev.write_fields("CONTROL", enable=0)
         await dev.configure_hdm(self.hdm)
         await dev.write_fields("QUEUE_BUDGET", entries=budget)
-        # one pinned position (the reset's 4 could pin both of a queue's slots at budget 2: a seed of
-        # test_random_a then made 11 evictions and no writeback)
-        await dev.write_fields("PINS", first_n=1)
+        # one pinned position by default (the reset's 4 could pin both of a queue's slots at budget 2:
+        # a seed of test_random_a then made 11 evictions and no writeback); test_no_victim pins 2
+        await dev.write_fields("PINS", first_n=pins)
         for q, f in enumerate(self.formats):
             await dev.set_format(q, f)
         await dev.write_fields("BI_TIMEOUT", cycles=timeout_cycles)

@@ -35,6 +35,9 @@ configured by the bench's own register writes (mirrored).
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
 * test_bi_timeout: BI_TIMEOUT small and a snoop the host does not answer: BI_TIMEOUTS, STATUS.bi_timeout,
   IRQ_STATUS.bi_timeout; the late BIRsp completes the eviction and the reads behind it.
+* test_no_victim: PINS 2 = QUEUE_BUDGET 2, so a queue's positions 0 and 1 leave nothing evictable and
+  misses on other positions are ``no_victim`` decisions (NO_VICTIM, no eviction, no snoop), equal to
+  ControllerModel's; the lines read back what was written.
 * test_bisnp_address_hdm_base: a held line's BISnp carries the host address with HDM_BASE != 0.
 * test_busy_limit_skip: every BISnp held, so the engine's BITags fill and an eviction's line is left to
   the host after BI_BUSY_LIMIT Busy answers (BI_SNOOPS_SKIPPED); the decisions and routes around it
@@ -391,6 +394,38 @@ async def test_busy_limit_skip(dut):
     got = await env.check_counters()
     dut._log.info("busy limit: left to the host at position %d; counters %s; %s", skipped_at, got, env.top.summary())
     assert got["BI_SNOOPS_SKIPPED"] >= 1 and got["BISNP_SENT"] > env.model.n_tags, got
+
+
+@cocotb.test()
+async def test_no_victim(dut):
+    """PINS 2 = QUEUE_BUDGET 2: once positions 0 and 1 of a queue are resident nothing in it is
+    evictable, and a miss on another position is the policy's bypass (a ``no_victim`` decision,
+    NO_VICTIM counted, no eviction, no snoop). The decisions, routes and counters equal
+    ControllerModel's and every line reads back what was written. Each line is written in full before
+    it is read: the engine's line store keeps what earlier tests wrote there (reset does not clear it)."""
+    env = CxlEnv(dut, _sub_rng(0x6), ready_prob=1.0, idle=0.0)
+    await env.start()
+    await env.configure(pins=2)
+    own = Own(env)
+    q = 3
+    written = {}
+    for pos in (0, 1, 2, 3, 2, 0):                      # 0, 1 fill the budget; 2, 3 and 2 again bypass
+        line = env.line_of(q, pos, 0)
+        written[line] = env.new_value(line)
+        await own.write(line, written[line])
+        drs, _ = await own.read(line)
+        assert drs["data"] == env.expect(line, written[line]), f"position {pos}: read back {drs}"
+    await env.dev.settle()
+    assert not env.errors, "\n".join(env.errors[:5])
+    await env.check_top()
+    got = await env.check_counters()
+    counts = env.top.model.counts
+    dut._log.info("no_victim: counters %s; model NO_VICTIM %d EVICTIONS %d; %s", got, counts["NO_VICTIM"],
+                  counts["EVICTIONS"], env.top.summary())
+    # positions 2 and 3: a write and a read each, three times over (2, 3, 2)
+    assert env.top.cover["no_victim"] == 6, env.top.summary()
+    assert counts["NO_VICTIM"] == 6 and counts["EVICTIONS"] == 0, counts
+    assert got["BISNP_SENT"] == 0, got
 
 
 #: the top's decision and route predictions the negative test corrupts (a 1500-clock run compares
