@@ -1077,13 +1077,16 @@ class Controller(wiring.Component):
         m.d.comb += [regs.caps_bisnoop.eq(1), eng.bi_id.eq(0),
                      eng.clear_status.eq(regs.control_counters_clear.replicate(MB.N_ERROR_KINDS))]
 
-        # the time base: a tick every BI_TICK_CYCLES; BI_TIMEOUT.cycles rounded up to ticks, saturated
+        # the time base: a tick every BI_TICK_CYCLES; BI_TIMEOUT.cycles rounded up to ticks, plus one
+        # (the prescaler runs free, so a snoop's first tick comes 1 to BI_TICK_CYCLES cycles after it:
+        # with the extra tick no timeout fires before BI_TIMEOUT.cycles), saturated; 0 stays 0 (never)
         tb_bits = (BI_TICK_CYCLES - 1).bit_length()
         prescale = Signal(tb_bits)
         m.d.sync += prescale.eq(prescale + 1)
         ticks = Signal(32)
         m.d.comb += [eng.tick.eq(prescale == BI_TICK_CYCLES - 1),
-                     ticks.eq((regs.bi_timeout_cycles + (BI_TICK_CYCLES - 1)) >> tb_bits),
+                     ticks.eq(Mux(regs.bi_timeout_cycles == 0, 0,
+                                  ((regs.bi_timeout_cycles + (BI_TICK_CYCLES - 1)) >> tb_bits) + 1)),
                      eng.timeout.eq(Mux(ticks >> MB.TIMEOUT_BITS != 0, (1 << MB.TIMEOUT_BITS) - 1, ticks))]
 
         # the engine's line of an M2S address: (Addr - HDM_BASE) / 64 inside the window, else beyond

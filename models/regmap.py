@@ -1,7 +1,7 @@
 """Register map table. GENERATED from hdl/regs.rdl by `python -m cxlkv.sw.regmap_gen`: do not edit."""
 from cxlkv.models.regdefs import Field, Memory, Register
 
-SOURCE_SHA256 = "b1f1c8257c15f2b3b2e3b6de0e1ae72d16688c82673ea4eecd29a8480cac366e"
+SOURCE_SHA256 = "1494b24c62261be592b63159a3cbd8c90a64e810ff6c7d0fc6515d8e9c14d4b8"
 
 REGISTERS = (
     Register('ID', 0x000, 32, external=False, desc='Identification', fields=(
@@ -85,7 +85,7 @@ REGISTERS = (
         Field('low', 16, 16, 'rw', 'r', 0xe000, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Stop background eviction below this fill, UQ0.16 of the budget.'),
     )),
     Register('BI_TIMEOUT', 0x050, 32, external=False, desc='BIRsp timeout', fields=(
-        Field('cycles', 0, 32, 'rw', 'r', 0x186a0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Cycles to wait for a BIRsp before raising bi_timeout (0: never).'),
+        Field('cycles', 0, 32, 'rw', 'r', 0x186a0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=None, desc='Cycles to wait for a BIRsp before raising bi_timeout (0: never): the timeout fires 1 to 32 cycles after this many (a free-running 16-cycle time base).'),
     )),
     Register('FMT_SEL', 0x060, 32, external=False, desc='Format queue select', fields=(
         Field('queue', 0, 16, 'rw', 'r', 0x0, woclr=False, singlepulse=False, hwset=False, range_min=None, range_max=65535, desc='Queue index whose storage format FMT_DATA reads and writes.'),

@@ -151,6 +151,8 @@ class CxlEnv:
         self.stimulus = None                # called once per clock before the sample
         self.own = {}                       # own tag -> [(channel, msg)]
         self.own_bisnp = []                 # BISnps the host did not get (hold_snoops)
+        self.bisnp_cycles = []              # the cycle each BISnp left the top
+        self.error_cycles = []              # (cycle, kind) of each engine error
         # what the ports showed (the counters must equal these)
         self.expect_ndr = self.expect_drs = self.expect_routes = 0
         self.write_log = []                 # (cycle, line, data) of every write the top took
@@ -477,6 +479,7 @@ class CxlEnv:
     def _output(self, ch, msg):
         if ch == "s2m_bisnp":
             self.seen["bisnp"] += 1
+            self.bisnp_cycles.append(self.cycle)   # as it left the top (test_bi_timeout times from it)
         elif ch == "s2m_ndr":
             self.seen["ndr"] += 1
         else:
@@ -532,6 +535,7 @@ class CxlEnv:
         self.sb[ch].actual(msg)
         if ch == "error":
             self.eng_errors[msg["kind"]] = self.eng_errors.get(msg["kind"], 0) + 1
+            self.error_cycles.append((self.cycle, msg["kind"]))
         elif ch == "policy_rsp" and msg["addr"] in self.owner:
             try:
                 self.owner[msg["addr"]].released(msg, check_data=False)

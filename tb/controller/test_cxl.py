@@ -33,8 +33,9 @@ configured by the bench's own register writes (mirrored).
 * test_errors: a BIRsp with an unknown BITag (PROTO_ERRORS, IRQ_STATUS.proto_error; the device keeps
   working), reads and a write outside the HDM window (MemData-NXM + Cmp), a partial MemWrPtl (Cmp, the
   engine's bad_msg, the line unchanged in an fp16 and an int8 queue), a full MemWrPtl (written).
-* test_bi_timeout: BI_TIMEOUT small and a snoop the host does not answer: BI_TIMEOUTS, STATUS.bi_timeout,
-  IRQ_STATUS.bi_timeout; the late BIRsp completes the eviction and the reads behind it.
+* test_bi_timeout: BI_TIMEOUT small and a snoop the host does not answer: the timeout fires 1 to 32
+  cycles after BI_TIMEOUT.cycles, never before; BI_TIMEOUTS, STATUS.bi_timeout, IRQ_STATUS.bi_timeout;
+  the late BIRsp completes the eviction and the reads behind it.
 * test_no_victim: PINS 2 = QUEUE_BUDGET 2, so a queue's positions 0 and 1 leave nothing evictable and
   misses on other positions are ``no_victim`` decisions (NO_VICTIM, no eviction, no snoop), equal to
   ControllerModel's; the lines read back what was written.
@@ -317,10 +318,16 @@ async def _held_line_evicted(env, own, q, pos):
     return line, env.own_bisnp[0], waiting
 
 
+#: test_bi_timeout's BI_TIMEOUT.cycles: a multiple of the 16-cycle tick, where rounding up adds
+#: nothing (without the extra tick the free-running time base could fire 49 to 64 cycles after
+#: the snoop; the test failed on that RTL at 64)
+BI_TIMEOUT_CYCLES = 64
+
+
 @cocotb.test()
 async def test_bi_timeout(dut):
     env = CxlEnv(dut, _sub_rng(0x7), ready_prob=1.0, idle=0.0)
-    await env.start(timeout_cycles=64)
+    await env.start(timeout_cycles=BI_TIMEOUT_CYCLES)
     own = Own(env)
     dev = env.dev
     line, snp, waiting = await _held_line_evicted(env, own, 1, 50)
@@ -330,6 +337,13 @@ async def test_bi_timeout(dut):
         if env.eng_errors[M.E_TIMEOUT]:
             break
     assert env.eng_errors[M.E_TIMEOUT] == 1, "no BIRsp timeout"
+    # BI_TIMEOUT.cycles in 16-cycle ticks, rounded up, plus one (the time base runs free): the
+    # timeout fires cycles + 1 to cycles + 32 cycles after the snoop, never before
+    fired = next(c for c, kind in env.error_cycles if kind == M.E_TIMEOUT)
+    waited = fired - env.bisnp_cycles[0]
+    dut._log.info("BI timeout: %d cycles after the BISnp left (BI_TIMEOUT.cycles %d)", waited, BI_TIMEOUT_CYCLES)
+    assert BI_TIMEOUT_CYCLES < waited <= BI_TIMEOUT_CYCLES + 32, \
+        f"the timeout fired {waited} cycles after the BISnp; BI_TIMEOUT.cycles is {BI_TIMEOUT_CYCLES}"
     assert await dev.read_reg("BI_TIMEOUTS") == 1
     assert (await dev.status())["bi_timeout"] == 1 and (await dev.read_fields("IRQ_STATUS"))["bi_timeout"] == 1
     assert (await dev.status())["busy"], "the eviction waits for the snoop: the device must be busy"
