@@ -144,7 +144,8 @@ def check_host_data(host_data, tiers: str) -> bool:
 
 #: the BI-snoop engine in the top (``bisnoop``): M2S Req/RwD accesses buffered for the data path (so
 #: BIRsp and BIConflict keep flowing while it waits on a snoop); the engine's time base (cycles per
-#: tick: BI_TIMEOUT.cycles is ceil(cycles / BI_TICK_CYCLES) ticks, at most 2^16 - 1); its park depth;
+#: tick: BI_TIMEOUT.cycles is ceil(cycles / BI_TICK_CYCLES) + 1 ticks, the extra one because the
+#: time base runs free, at most 2^16 - 1; 0 is never); its park depth;
 #: the engine's error kinds that count as PROTO_ERRORS (all but the timeout)
 BI_ACCESS_DEPTH = 16
 BI_TICK_CYCLES = 16
