@@ -95,8 +95,9 @@ def fmt_code(fmt) -> int:
         if fmt not in FMT_CODE:
             raise QuantError(f"unknown format '{fmt}': expected one of {', '.join(FORMATS)}")
         return FMT_CODE[fmt]
-    if int(fmt) not in range(4):
-        raise QuantError(f"unknown format code {fmt}: expected 0..3")
+    # an integer code only: int() would take 2.7 to int8 and True to fp8 without a word
+    if isinstance(fmt, bool) or not isinstance(fmt, (int, np.integer)) or int(fmt) not in range(4):
+        raise QuantError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)} or a code 0..3")
     return int(fmt)
 
 
@@ -400,8 +401,8 @@ def dequantize_line(blob: bytes, fmt) -> np.ndarray:
     if len(blob) == LINE_BYTES:
         return np.frombuffer(blob, dtype="<u2").astype(np.uint16).view(np.float16).copy()
     if len(blob) != BLOB_BYTES[f]:
-        raise QuantError(f"a {FORMATS[f]} blob is {BLOB_BYTES[f]} bytes (or {LINE_BYTES} if stored raw), "
-                         f"got {len(blob)}")
+        raw = "" if BLOB_BYTES[f] == LINE_BYTES else f" (or {LINE_BYTES} if stored raw)"
+        raise QuantError(f"a {FORMATS[f]} blob is {BLOB_BYTES[f]} bytes{raw}, got {len(blob)}")
     scale = int.from_bytes(blob[0:2], "little")
     mins = int.from_bytes(blob[2:4], "little") if f == INT4 else 0
     body = blob[4:] if f == INT4 else blob[2:]

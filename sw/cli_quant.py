@@ -24,7 +24,8 @@ def add_arguments(p):
     ln = sub.add_parser("line", help="quantize one line of 32 values and show the stored blob and the values read back")
     ln.add_argument("--fmt", required=True, choices=("fp16", "fp8", "int8", "int4"))
     ln.add_argument("values", nargs="+", help="1 to 32 values, each within FP16's range (fewer than 32 are "
-                                            "repeated cyclically; inf and nan are FP16 values too)")
+                                            "repeated cyclically; inf and nan are FP16 values too); put -- "
+                                            "before the values when one is negative in exponent form or -inf")
 
 
 def _positive(name, v):
@@ -62,9 +63,13 @@ def run(args):
         fp16_max = float(np.finfo(np.float16).max)
         # the host writes FP16: a value FP16 rounds to Inf (|v| >= 65520, half an ULP above 65504) is
         # refused rather than converted; below that it rounds to a finite FP16 like any other value
-        big = [v for v in vals if np.isfinite(v) and abs(v) >= FP16_OVERFLOW]
+        # (a number written out that Python's float already takes to inf, e.g. 1e400, is beyond it too:
+        # only the words inf/infinity/nan name FP16's own non-finite values)
+        big = [t if not np.isfinite(v) else f"{v:g}" for t, v in zip(args.values, vals)
+               if (np.isfinite(v) and abs(v) >= FP16_OVERFLOW)
+               or (not np.isfinite(v) and t.strip().lstrip("+-").lower() not in ("inf", "infinity", "nan"))]
         if big:
-            raise CxlkvError(f"{big[0]:g} is beyond FP16's range (it rounds to Inf; the largest FP16 is "
+            raise CxlkvError(f"{big[0]} is beyond FP16's range (it rounds to Inf; the largest FP16 is "
                              f"±{fp16_max:g}); the host writes FP16 lines")
         x = np.resize(np.array(vals), M.LANES).astype(np.float16)
         blob = M.quantize_line(x, args.fmt)

@@ -254,6 +254,12 @@ def test_bad_arguments_raise_cxlkv_errors():
     x = np.zeros(32, dtype=np.float16)
     with pytest.raises(CxlkvError, match="unknown format 'fp4'"):
         M.quantize_line(x, "fp4")
+    for fmt in (2.7, True, None, 4, -1, "2"):                  # an integer code 0..3 or a name, nothing else
+        with pytest.raises(CxlkvError, match="unknown format"):
+            M.quantize_line(x, fmt)
+    assert M.fmt_code(np.int64(2)) == M.fmt_code("int8")
+    with pytest.raises(CxlkvError, match=r"fp16 blob is 64 bytes, got 33"):
+        M.dequantize_line(bytes(33), "fp16")
     with pytest.raises(CxlkvError, match="32 float16"):
         M.quantize_line(np.zeros(32, dtype=np.float32), "fp8")
     with pytest.raises(CxlkvError, match="32 float16"):

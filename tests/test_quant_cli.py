@@ -50,6 +50,13 @@ def test_line(capsys):
     assert "in : 65504 -65504" in capsys.readouterr().out
     assert cli.main(["quant", "line", "--fmt", "int8", "-65520"]) == 2
     assert "-65520 is beyond FP16's range (it rounds to Inf" in capsys.readouterr().err
+    # a number Python's float takes to inf is beyond the range too; the words inf and nan are values
+    assert cli.main(["quant", "line", "--fmt", "int8", "1e400"]) == 2
+    assert "1e400 is beyond FP16's range" in capsys.readouterr().err
+    assert cli.main(["quant", "line", "--fmt", "int8", "--", "-1E400"]) == 2
+    assert "-1E400 is beyond FP16's range" in capsys.readouterr().err
+    assert cli.main(["quant", "line", "--fmt", "int8", "--", "-Infinity", "+inf", "-1e-3"]) == 0
+    assert "raw (line holds Inf/NaN)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv,message", [
