@@ -21,8 +21,11 @@ Policies (``docs/policy.md`` gives the exact rules and their ties):
 ``lru``        victim = least recently accessed (read, write or prefetch insert).
 ``min``        Belady: victim = next access (same queue) farthest in the future,
                never-again farthest, ties to the smallest position, no bypass.
-``h2o``        victim = smallest accumulated attention (sum of read scores since
-               the start of the trace, kept across evictions); ties LRU.
+``h2o``        H2O's heavy hitters plus recent window: the ``h2o_recent`` percent of the
+               budget nearest the newest position (positions > newest - C*h2o_recent/100)
+               are never evicted; among the rest, victim = smallest accumulated attention
+               (sum of read scores since the start of the trace, kept across evictions);
+               ties LRU. ``h2o_recent=0``: accumulated attention alone.
 ``tova``       victim = lowest attention from the last query: smallest
                (step of last access, score of that access) with a write counting
                as score 1; ties LRU.
@@ -137,6 +140,9 @@ class PolicyParams:
     ema_tau: int = 1000
     #: prefetch half-window W: on a read of P, prefetch [P-W, P+W] (0 = off). ema+prefetch and hw.
     window: int = 0
+    #: h2o: percent of the budget kept for the most recent positions (H2O's recent window; the
+    #: paper splits its budget evenly between heavy hitters and recent tokens); 0 = heavy hitters only
+    h2o_recent: int = 50
     #: hw: EMA weight α, UQ0.16
     hw_alpha: int = 16384
     #: hw: decay time constant τ in steps (the EMA decays by exp(-1/τ) per step)
@@ -159,7 +165,8 @@ class PolicyParams:
     entry_bytes: int = DEFAULT_ENTRY_BYTES
 
     RANGES = {
-        "sinks": (0, MAX_POSITION + 1), "ema_alpha": (0, S.SCORE_MAX), "ema_tau": (S.TAU_MIN, S.TAU_MAX),
+        "sinks": (0, MAX_POSITION + 1), "h2o_recent": (0, 99),
+        "ema_alpha": (0, S.SCORE_MAX), "ema_tau": (S.TAU_MIN, S.TAU_MAX),
         "window": (0, 4096), "hw_alpha": (0, S.SCORE_MAX), "hw_tau": (S.TAU_MIN, S.TAU_MAX), "hw_rank_tau": (0, S.TAU_MAX),
         "hw_rank_tau_long": (0, S.TAU_MAX),
         "hw_bucket_bits": (0, 24), "hw_pinned": (0, MAX_POSITION + 1), "hw_write_sample": (0, S.SCORE_MAX),
@@ -471,7 +478,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                  hw_ftab_long, record, victims, qcounts, qscores):
     """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
     hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample,
-    hw_read_credit, prefetch_trigger_all]."""
+    hw_read_credit, prefetch_trigger_all, h2o_recent (percent of C)]."""
     sinks = iparams[0]
     ema_alpha = iparams[1]
     ema_mant = iparams[2]
@@ -479,6 +486,9 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
     window = iparams[4]
     hw_alpha, hw_mant, hw_shift, hw_g, pinned, hw_wsample, hw_rcredit = _hw_iparams(iparams)
     pf_trigger_all = iparams[13]
+    # h2o: the most recent h2o_r positions (> newest - h2o_r) are kept (key +inf); h2o_r < C, so
+    # a full queue always holds an entry outside the window
+    h2o_r = C * iparams[14] // 100 if policy == 2 else 0
     exp2 = _EXP2
     log2f = _LOG2F
     NEVER = _NEVER
@@ -550,6 +560,15 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
             x = score[i]
             cur_s, step_reads, dense = _hw_dense(s, is_read, cur_s, step_reads, dense, hw_ftab_long.shape[0] > 0, C)
             if p > newest:
+                if h2o_r > 0:
+                    # positions leaving h2o's recent window become evictable by accumulated attention
+                    lo_w = max(newest - h2o_r + 1, 0)
+                    hi_w = min(p - h2o_r, newest)
+                    for pw in range(lo_w, hi_w + 1):
+                        sw = slot_of[pw]
+                        if sw >= 0 and hidx[sw] >= 0:
+                            k1[sw] = acc_of[pw]
+                            _sift_up(heap, hidx, k1, k2, hidx[sw])
                 newest = p
             if p < pmin:
                 pmin = p
@@ -608,7 +627,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                 elif policy == 2:
                     if is_read and not is_pf:
                         acc_of[pp] += x
-                    key1 = acc_of[pp]
+                    key1 = acc_of[pp] if pp <= newest - h2o_r else np.inf
                     key2 = seq
                 elif policy == 3:
                     if is_pf:
@@ -1062,7 +1081,7 @@ class ReplayResult:
 
 #: The parameters each policy runs with; the rest of PolicyParams leaves its decisions unchanged.
 POLICY_PARAMS = {
-    "lru": (), "min": (), "h2o": (), "tova": (), "streaming": ("sinks",),
+    "lru": (), "min": (), "h2o": ("h2o_recent",), "tova": (), "streaming": ("sinks",),
     "ema": ("ema_alpha", "ema_tau"), "ema+prefetch": ("ema_alpha", "ema_tau", "window"),
     "hw": ("hw_alpha", "hw_tau", "hw_rank_tau", "hw_rank_tau_long", "hw_bucket_bits", "hw_pinned",
            "hw_write_sample", "hw_read_credit", "window"),
@@ -1114,7 +1133,7 @@ def _iparams(p: PolicyParams, prefetch_trigger: int = PF.TRIGGER_READ) -> np.nda
     er, hr = S.decay_rate(et), S.decay_rate(ht)
     return np.array([p.sinks, ea, er.mant, er.shift, p.window, ha, hr.mant, hr.shift,
                      hw_tau_ln2_q8(hw_rank_tau(p)), p.hw_bucket_bits, p.hw_pinned, p.hw_write_sample, p.hw_read_credit,
-                     prefetch_trigger], dtype=np.int64)
+                     prefetch_trigger, p.h2o_recent], dtype=np.int64)
 
 
 def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | None = None,

@@ -32,8 +32,10 @@ the queue's current step (``TrackerModel.prefetch``). A resident p is left exact
 other p is inserted like a read miss (free slot, victim, or nothing evictable) with its EMA decayed
 and nothing folded in. Per slot a ``pf`` bit marks an entry a prefetch brought in and no access has
 touched since, for ``prefetch_hits`` and ``prefetch_evicted_unused``. ``prefetch_after`` applies
-the rule of ``models/prefetch.py`` to a demand decision; ``replay_model(..., window=W)`` equals
-``policy.replay(..., "hw", window=W)``.
+the rule of ``models/prefetch.py`` to a demand decision. The two default to different triggers:
+``replay_model(..., window=W, trigger_all=1)`` equals ``policy.replay(..., "hw", window=W)``
+(every read), and ``replay_model(..., window=W)`` (``trigger_all=0``, demand misses) equals
+``policy.replay(..., "hw", window=W, prefetch_trigger=prefetch.TRIGGER_MISS)``.
 
 **Lookups.** A lookup of (queue, position) answers, in order with the events, whether the
 position is resident and in which slot, and changes nothing (``TrackerModel.lookup``): the way

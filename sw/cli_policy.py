@@ -7,6 +7,8 @@ POLICIES = ("lru", "min", "h2o", "tova", "streaming", "ema", "ema+prefetch", "hw
 
 _PARAM_HELP = """\
 policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1):
+  h2o_recent=50         h2o: percent of the budget kept for the newest positions (H2O's recent
+                        window; 0: accumulated attention alone)
   sinks=4               streaming: positions 0..sinks-1 kept
   ema_alpha=6554        ema, ema+prefetch: EMA weight (UQ0.16; seed: 0.1)
   ema_tau=1000          ema, ema+prefetch: recency time constant in steps (seed's example)
@@ -20,9 +22,14 @@ policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1)
   hw_write_sample=0     hw: sample a write folds into the EMA (UQ0.16)
   hw_read_credit=0      hw: added to each read's sample (UQ0.16, saturating)
   entry_bytes=512       bytes per entry for the bytes-moved figures
-`policy replay` also takes --param prefetch_trigger_all (with window > 0): 1 (default) every
-read starts a prefetch window, 0 only demand misses (the controller's PREFETCH.trigger; `ctl
-replay` takes the same). The exact rules are in docs/policy.md."""
+`policy replay` also takes --param prefetch_trigger_all (only with window > 0, refused otherwise):
+1 (default) every read starts a prefetch window, 0 only demand misses (the controller's
+PREFETCH.trigger; `ctl replay` takes the same). MIN (Belady) is the most read hits a policy
+without prefetch can get on a trace where a position is written only as its first access (an
+append: tracegen's traces and the dumps); prefetching policies can exceed it, and it bounds
+neither attention recall nor traces that write a position after accessing it. bytes_moved and
+demand_bytes count every read miss (fills), also one that bypassed the fast tier (no_victim).
+The exact rules are in docs/policy.md."""
 
 _BUDGET_HELP = ("resident entries per queue: an integer, or a percentage of the trace's context "
                 "(max position + 1), e.g. 10%% (rounded up)")
@@ -43,8 +50,12 @@ def add_arguments(p):
     s = sub.add_parser("sweep", help="policies x budgets x traces -> CSV and PNG per trace",
                        description="Replay traces through policies at several budgets (percent of context); "
                                    "write DIR/sweep.csv, DIR/sweep.md (tables), a PNG per trace (hit rate and "
-                                   "attention recall against budget, MIN as the ceiling) and, for several "
-                                   "traces, DIR/sweep.png with all of them.",
+                                   "attention recall against budget, with MIN: Belady's bound on the read hits "
+                                   "of policies that do not prefetch, on traces where a position is written only "
+                                   "as its first access; not a bound on prefetching policies nor on attention "
+                                   "recall) and, for "
+                                   "several traces, DIR/sweep.png with all of them. hit_rate_vs_min in the CSV "
+                                   "is hit rate / MIN's.",
                        epilog=_PARAM_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--traces", nargs="*", default=None, metavar="TRACE",
                    help="trace files; with neither --traces nor --families: every synthetic family "
@@ -131,14 +142,20 @@ def run(args):
 def _replay(args):
     import json
 
+    from cxlkv.errors import CxlkvError
     from cxlkv.models import policy as P
     from cxlkv.models import prefetch as PF
     from cxlkv.models.trace import load_trace
     overrides = _params(args.param)
     # first: a name the policy does not take is refused with the names it does take
     P.refuse_foreign_params(args.policy, overrides, P.accepted_params(args.policy))
+    trigger_given = "prefetch_trigger_all" in overrides
     trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
+    if trigger_given and not params.window:
+        # without a window nothing is prefetched: the setting would change nothing, say so
+        raise CxlkvError(f"prefetch_trigger_all: applies only with a prefetch window; policy '{args.policy}' "
+                         f"runs with window 0 here (add --param window=W, W > 0)")
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)
     result = P.replay(trace, args.policy, entries, params=params, prefetch_trigger=trigger)
@@ -165,13 +182,15 @@ def _replay(args):
 
 
 def _sweep_sources(args):
-    """[(label, family, loader)] of the traces to sweep."""
+    """[(label, family, loader)] of the traces to sweep. Labels are unique: a trace's label names its
+    rows in sweep.csv and sweep.md and its PNG, so two traces with one label are refused."""
     import sys
     from pathlib import Path
 
     from cxlkv import repo_root
     from cxlkv.errors import CxlkvError
     sources = []
+    origins = []        # what each source came from, for the message on a repeated label
     families = None
     if args.families:
         families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -179,6 +198,7 @@ def _sweep_sources(args):
         raise CxlkvError("--traces given without any file")
     for path in args.traces or []:
         sources.append((Path(path).stem, "file", lambda p=path: _load(p)))
+        origins.append(str(path))
     if not args.traces and families is None:
         # the default sweep: every synthetic family and every shipped access trace
         from cxlkv.models import tracegen
@@ -187,6 +207,7 @@ def _sweep_sources(args):
         for path in sorted((root / "traces").glob("*.npz")):
             if _is_access_trace(path):
                 sources.append((path.stem, "file", lambda p=path: _load(p)))
+                origins.append(str(path))
             else:
                 print(f"sweep: skipping {path}: not an access trace (no 'step' array; K/V tensors?)",
                       file=sys.stderr)
@@ -196,8 +217,16 @@ def _sweep_sources(args):
             if f not in tracegen.FAMILIES:
                 raise CxlkvError(f"unknown trace family '{f}'; valid: {', '.join(tracegen.FAMILIES)}")
             sources.append((f"synth-{f}", f, lambda f=f: tracegen.synth(f, seed=args.seed)))
+            origins.append(f"--families {f}")
     if not sources:
         raise CxlkvError("nothing to sweep: give --traces or --families")
+    first = {}
+    for (label, _, _), origin in zip(sources, origins):
+        if label in first:
+            raise CxlkvError(f"two traces would both be labelled '{label}' in the sweep's files ({first[label]} "
+                             f"and {origin}): their rows, tables and sweep_{label}.png could not be told apart; "
+                             f"give them different file names")
+        first[label] = origin
     return sources
 
 
@@ -243,7 +272,11 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
         trows = []
         for pct in budgets:
             entries = P.entries_from_budget(trace, pct)
-            # the ceiling, always; with min's own parameters (entry_bytes) when min is swept
+            # MIN's hit rate (hit_rate_vs_min's denominator), always; with min's own parameters
+            # (entry_bytes) when min is swept. It bounds the read hits of demand-only policies on a
+            # trace where a position is written only as its first access: prefetching policies can
+            # exceed it, and it can be beaten when a position is written after it was accessed
+            # (docs/policy.md, "What MIN bounds")
             min_summary = P.replay(trace, "min", entries, params=params.get("min")).summary()
             mn = min_summary["hit_rate"]
             for pol in policies:
@@ -289,13 +322,14 @@ def markdown(rows, labels, policies, budgets):
         return "\n".join(lines) + "\n"
     return "\n".join([table("hit_rate", "Hit rate (read_hits / reads)", lambda v: f"{v:.3f}"),
                       table("attention_recall", "Attention recall", lambda v: f"{v:.3f}"),
-                      table("bytes_moved", "Bytes moved into the fast tier (MB, 512 B entries)",
+                      table("bytes_moved",
+                            "Bytes moved from the slow tier: read misses + prefetches (MB, 512 B entries)",
                             lambda v: f"{v / 1e6:.0f}")])
 
 
 #: One look per policy, distinguishable in a palette PNG and in greyscale (marker + colour).
 _STYLE = {
-    "min": dict(color="black", linestyle="--", linewidth=2, label="min (ceiling)"),
+    "min": dict(color="black", linestyle="--", linewidth=2, label="min (Belady, no prefetch)"),
     "lru": dict(color="#1f77b4", marker="o"),
     "h2o": dict(color="#ff7f0e", marker="s"),
     "tova": dict(color="#2ca02c", marker="^"),

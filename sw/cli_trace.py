@@ -2,7 +2,8 @@
 
 ``trace synth`` writes a family of :mod:`cxlkv.models.tracegen` to an ``.npz``;
 ``trace info`` prints :mod:`cxlkv.models.tracestats` (a table, or ``--json``);
-``trace validate`` checks a file against the contract's trace format.
+``trace validate`` checks a file against the contract's trace format;
+``trace shuffle-reads`` writes a copy with the reads of each step and queue in a random order.
 
 Extension point: if a module ``cxlkv.sw.cli_trace_hf`` exists, its
 ``add_subcommands(subparsers)`` adds more actions (real-model traces:
@@ -17,7 +18,7 @@ import argparse
 import importlib
 import textwrap
 
-HELP = "KV access traces: synthesize, inspect and validate them, dump them from a model's attention"
+HELP = "KV access traces: synthesize, inspect, validate and transform them, dump them from a model's attention"
 
 #: The families of cxlkv.models.tracegen.FAMILIES, repeated here so that building
 #: the parser imports no numpy (tests/test_cli_trace.py keeps the two equal).
@@ -64,6 +65,16 @@ def add_arguments(p):
                        description="Exit 0 and print a one-line summary if FILE is a valid trace; "
                                    "otherwise print the first violation (key, event index) and exit 2.")
     v.add_argument("file", metavar="FILE", help="trace .npz")
+
+    r = sub.add_parser("shuffle-reads", help="copy a trace with each query's reads in a random order",
+                       description="Write OUT: IN with the reads of each (step, queue) in a random order (each "
+                                   "read takes another read's place in the same step and queue); writes, steps "
+                                   "and everything else stay where they were. Deterministic per --seed. A check "
+                                   "of anything that depends on reads arriving in ascending position order, as "
+                                   "they do in synthesized and dumped traces (docs/traces.md).")
+    r.add_argument("file", metavar="IN", help="trace .npz")
+    r.add_argument("out", metavar="OUT", help="output trace .npz")
+    r.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
     hf = _load_hf()
     if hf is not None:
@@ -136,7 +147,27 @@ def _validate(args):
     return 0
 
 
-_ACTIONS = {"synth": _synth, "info": _info, "validate": _validate}
+def _shuffle_reads(args):
+    from pathlib import Path
+
+    from cxlkv.errors import CxlkvError
+    from cxlkv.models.trace import load_trace, save_trace, shuffle_reads
+    if Path(args.out).resolve() == Path(args.file).resolve():
+        raise CxlkvError(f"{args.out}: the output would overwrite the input; give another file")
+    trace = load_trace(args.file)
+    shuffled = shuffle_reads(trace, args.seed)
+    shuffled.meta["shuffled_reads"]["source"] = str(args.file)
+    try:
+        save_trace(args.out, shuffled)
+    except OSError as exc:
+        raise CxlkvError(f"{args.out}: cannot write the trace ({exc.strerror or exc})") from None
+    reads = int((shuffled.op == 0).sum())
+    print(f"wrote {args.out}: {len(shuffled):,} events ({reads:,} reads shuffled within their step and queue, "
+          f"seed {args.seed})")
+    return 0
+
+
+_ACTIONS = {"synth": _synth, "info": _info, "validate": _validate, "shuffle-reads": _shuffle_reads}
 
 
 def run(args):

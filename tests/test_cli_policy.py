@@ -292,7 +292,7 @@ def test_replay_refuses_a_parameter_its_policy_would_ignore(trace_file, capsys):
                          "--param", "entry_bytes=128", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["bytes_moved"] % 128 == 0
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "hw", "--entries", "8",
-                     "--param", "prefetch_trigger_all=0"]) == 0
+                     "--param", "prefetch_trigger_all=0", "--param", "window=1"]) == 0
 
 
 def test_replay_per_queue_prints_a_table_without_json(trace_file, capsys):
@@ -314,7 +314,9 @@ def test_replay_lists_exactly_the_names_it_takes(trace_file, capsys, policy):
     assert ("prefetch_trigger_all" in listed) == ("window" in listed)
     for name in listed:
         value = 1 if name == "prefetch_trigger_all" else getattr(P.make_params(policy), name)
-        assert cli.main(base + ["--param", f"{name}={value}", "--json"]) == 0, name
+        # the trigger applies only with a prefetch window (hw's default window is 0)
+        window = ["--param", "window=1"] if name == "prefetch_trigger_all" and policy == "hw" else []
+        assert cli.main(base + ["--param", f"{name}={value}", *window, "--json"]) == 0, name
         capsys.readouterr()
     for name in set(P.PARAM_NAMES) - set(listed):
         assert cli.main(base + ["--param", f"{name}=1"]) == 2, name
@@ -355,3 +357,37 @@ def test_sweep_refuses_traces_without_a_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == "cxlkv: error: --traces given without any file\n"
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("names", [("d1/t.npz", "d2/t.npz"), ("t.npz", "t.npz"), ("synth-mixed.npz", None)])
+def test_sweep_refuses_two_traces_with_one_label(tmp_path, capsys, names):
+    """A trace's label (its file stem, or synth-FAMILY) names its CSV rows, its sweep.md rows and
+    its PNG: two traces with one label would be indistinguishable, so the sweep refuses them
+    before replaying anything, naming both."""
+    paths = []
+    for name in names:
+        if name is None:
+            continue
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_trace(path, _trace())
+        paths.append(str(path))
+    extra = ["--families", "mixed"] if names[1] is None else []
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--traces", *paths, *extra, "--policies", "lru", "--budgets", "10",
+                     "--no-png", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    label = "synth-mixed" if names[1] is None else "t"
+    assert err.startswith(f"cxlkv: error: two traces would both be labelled '{label}'")
+    assert paths[0] in err and (paths[-1] if names[1] else "--families mixed") in err
+    assert "%: lru" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("policy,extra", [("hw", []), ("hw", ["--param", "window=0"]),
+                                          ("ema+prefetch", ["--param", "window=0"])])
+def test_replay_refuses_a_prefetch_trigger_without_a_window(trace_file, capsys, policy, extra):
+    """prefetch_trigger_all changes nothing with window 0: refused rather than silently ignored."""
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", policy, "--entries", "8",
+                     "--param", "prefetch_trigger_all=0", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: prefetch_trigger_all: applies only with a prefetch window")

@@ -117,3 +117,45 @@ def test_validate_an_empty_trace(tmp_path, capsys):
     save_trace(tmp_path / "e.npz", empty)
     assert cli.main(["trace", "validate", str(tmp_path / "e.npz")]) == 0
     assert capsys.readouterr().out.strip().endswith("valid trace, 0 events, 1 layers x 1 KV heads, no steps")
+
+
+def test_shuffle_reads_moves_only_reads_within_their_step_and_queue(tmp_path, capsys):
+    src, out, again, other = (tmp_path / n for n in ("t.npz", "s.npz", "s2.npz", "s3.npz"))
+    assert cli.main(["trace", "synth", "--family", "mixed", "--out", str(src), *SMALL]) == 0
+    assert cli.main(["trace", "shuffle-reads", str(src), str(out), "--seed", "4"]) == 0
+    assert "reads shuffled" in capsys.readouterr().out
+    t, s = load_trace(src), load_trace(out)
+    assert s.meta["shuffled_reads"] == {**s.meta["shuffled_reads"], "seed": 4, "source": str(src)}
+    assert s.meta["family"] == "mixed" and (s.n_layers, s.n_kv_heads) == (t.n_layers, t.n_kv_heads)
+    writes = t.op == 1
+    # writes and steps in place; every event keeps its step and queue
+    np.testing.assert_array_equal(s.op, t.op)
+    np.testing.assert_array_equal(s.step, t.step)
+    np.testing.assert_array_equal(s.queue, t.queue)
+    for k in ("pos", "score"):
+        np.testing.assert_array_equal(getattr(s, k)[writes], getattr(t, k)[writes])
+    # within each (step, queue): the same reads (position with its score), in another order somewhere
+    moved = False
+    for key in set(zip(t.step[~writes].tolist(), t.queue[~writes].tolist())):
+        a = (t.step == key[0]) & (t.queue == key[1]) & ~writes
+        b = (s.step == key[0]) & (s.queue == key[1]) & ~writes
+        assert sorted(zip(t.pos[a], t.score[a])) == sorted(zip(s.pos[b], s.score[b]))
+        moved |= not np.array_equal(t.pos[a], s.pos[b])
+    assert moved
+    # deterministic per seed, another seed another order
+    assert cli.main(["trace", "shuffle-reads", str(src), str(again), "--seed", "4"]) == 0
+    assert cli.main(["trace", "shuffle-reads", str(src), str(other), "--seed", "5"]) == 0
+    np.testing.assert_array_equal(load_trace(again).pos, s.pos)
+    assert not np.array_equal(load_trace(other).pos, s.pos)
+
+
+def test_shuffle_reads_refusals(tmp_path, capsys):
+    src = tmp_path / "t.npz"
+    assert cli.main(["trace", "synth", "--family", "recent", "--out", str(src), *SMALL]) == 0
+    capsys.readouterr()
+    assert cli.main(["trace", "shuffle-reads", str(src), str(src)]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert cli.main(["trace", "shuffle-reads", str(tmp_path / "missing.npz"), str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: ") and "no such file" in err and "Traceback" not in err
+    assert not (tmp_path / "o.npz").exists()

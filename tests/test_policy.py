@@ -216,7 +216,11 @@ def reference_replay(trace, policy, C, params):
                         cand = list(res)
                         victim = min(cand, key=prio)
                     else:
-                        cand = [r for r in res if not (policy == "hw" and r < params.hw_pinned)]
+                        # hw: pinned positions stay; h2o: its recent window (the h2o_recent percent
+                        # of C nearest the newest position) stays
+                        recent = C * params.h2o_recent // 100
+                        cand = [r for r in res if not (policy == "hw" and r < params.hw_pinned)
+                                and not (policy == "h2o" and r > newest - recent)]
                         if not cand:
                             tot["no_victim"] += 1
                             if not is_pf:
@@ -233,7 +237,8 @@ def reference_replay(trace, policy, C, params):
 
 
 POLICY_CASES = [
-    ("h2o", {}), ("tova", {}), ("streaming", {"sinks": 2}), ("streaming", {"sinks": 0}),
+    ("h2o", {}), ("h2o", {"h2o_recent": 0}), ("h2o", {"h2o_recent": 99}), ("h2o", {"h2o_recent": 25}),
+    ("tova", {}), ("streaming", {"sinks": 2}), ("streaming", {"sinks": 0}),
     ("ema", {}), ("ema", {"ema_alpha": 40000, "ema_tau": 3}),
     ("ema+prefetch", {"window": 2}), ("ema+prefetch", {"window": 1, "ema_tau": 5}),
     ("hw", {}), ("hw", {"hw_tau": 2, "hw_bucket_bits": 0, "hw_pinned": 0}),
@@ -464,3 +469,75 @@ def test_hw_normal_mode_without_attention_term_is_exactly_lru(seed):
     dense_free = random_trace(seed + 400, n=300, n_pos=30, p_step=0.9, max_step_gap=1)  # <= 1 read per step
     assert (P.replay(dense_free, "hw", 2, record_victims=True).victims
             == P.replay(dense_free, "lru", 2, record_victims=True).victims).all()
+
+
+@pytest.mark.parametrize("recent", (0, 30, 50, 99))
+@pytest.mark.parametrize("seed", range(4))
+def test_h2o_recent_window_equals_reference_at_larger_budgets(recent, seed):
+    """h2o's recent window (the C * h2o_recent // 100 positions nearest the newest are kept) against
+    the reference's linear scan, at budgets where the window holds several entries."""
+    trace = random_trace(seed + 300, n=600, n_pos=60, p_write=0.3, max_step_gap=2)
+    params = P.make_params("h2o", h2o_recent=recent)
+    for C in (4, 9, 16):
+        want, want_victims = reference_replay(trace, "h2o", C, params)
+        r = P.replay(trace, "h2o", C, params=params, record_victims=True)
+        assert {k: r.summary()[k] for k in want} == want, (recent, seed, C)
+        assert list(r.victims) == want_victims
+
+
+def test_h2o_keeps_a_fresh_write_by_default():
+    """Accumulated attention alone evicts the newest (never read) position first; H2O's recent
+    window keeps it. One queue, C = 4 (h2o_recent 50: the 2 positions nearest the newest kept):
+    0, 1, 2 written and read (weights 1, 0.5, 0.25), 3 and 4 written, then 3 read."""
+    pos = [0, 0, 1, 1, 2, 2, 3, 4, 3]
+    op = [1, 0, 1, 0, 1, 0, 1, 1, 0]
+    score = [0, 1, 0, 0.5, 0, 0.25, 0, 0, 0.125]
+    t = Trace(np.arange(9, dtype=np.int32), np.zeros(9, np.uint16), np.zeros(9, np.uint16),
+              np.array(pos, np.uint32), np.array(op, np.uint8), np.array(score, np.float32), 1, 1)
+    r = P.replay(t, "h2o", 4, record_victims=True)
+    assert list(r.victims) == [-1] * 7 + [2, -1] and r.summary()["read_hits"] == 4
+    r = P.replay(t, "h2o", 4, h2o_recent=0, record_victims=True)
+    assert list(r.victims) == [-1] * 7 + [3, 4] and r.summary()["read_hits"] == 3
+
+
+def _best_read_hits(events, C):
+    """Most read hits any demand-only policy can get on one queue (every miss inserts, as the
+    contract's replay): exhaustive over victim choices."""
+    import functools
+
+    @functools.lru_cache(None)
+    def go(i, res):
+        if i == len(events):
+            return 0
+        p, is_read = events[i]
+        if p in res:
+            return int(is_read) + go(i + 1, res)
+        if len(res) < C:
+            return go(i + 1, res | {p})
+        return max(go(i + 1, (res - {v}) | {p}) for v in res)
+    return go(0, frozenset())
+
+
+def test_min_bounds_read_hits_only_when_writes_are_first_accesses():
+    """MIN counts writes as next uses, but write hits are not counted: on a trace that writes a
+    position after it was accessed it can keep that position for its writes and lose a read hit
+    (docs/policy.md). One queue, C = 2: R4 R3 R4 R3 R0 R3 R4 W0 W0 R3 gives MIN 3 read hits, the
+    best choice 4. When each position's only write is its first access (an append: tracegen's
+    traces and the dumps) MIN is optimal: random such traces, against an exhaustive search."""
+    def one_queue(evs):
+        n = len(evs)
+        return Trace(np.arange(n, dtype=np.int32), np.zeros(n, np.uint16), np.zeros(n, np.uint16),
+                     np.array([p for p, _ in evs], np.uint32), np.array([0 if r else 1 for _, r in evs], np.uint8),
+                     np.array([0.5 if r else 0.0 for _, r in evs], np.float32), 1, 1)
+    rewrite = [(4, 1), (3, 1), (4, 1), (3, 1), (0, 1), (3, 1), (4, 1), (0, 0), (0, 0), (3, 1)]
+    assert P.replay(one_queue(rewrite), "min", 2).summary()["read_hits"] == 3
+    assert _best_read_hits(rewrite, 2) == 4
+    rng = random.Random(5)
+    for _ in range(300):
+        n, C = rng.randint(2, 11), rng.randint(1, 3)
+        evs, seen = [], set()
+        for _ in range(n):
+            p = rng.randrange(5)
+            evs.append((p, p in seen or rng.random() < 0.5))   # a write only as a first access
+            seen.add(p)
+        assert P.replay(one_queue(evs), "min", C).summary()["read_hits"] == _best_read_hits(evs, C), (evs, C)
