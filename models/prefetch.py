@@ -46,6 +46,14 @@ def pop_trigger(params: dict, error=CxlkvError) -> int:
     return value
 
 
+def refuse_trigger_without_window(given: bool, window: int, subject: str, error=CxlkvError) -> None:
+    """A ``prefetch_trigger_all`` given for a replay whose window is 0 would change nothing: say so
+    (``policy replay`` and ``ctl replay``)."""
+    if given and not window:
+        raise error(f"prefetch_trigger_all: applies only with a prefetch window; {subject} runs with "
+                    f"window 0 here (add --param window=W, W > 0)")
+
+
 def triggers(is_read, hit, trigger_all, window) -> bool:
     """Does this access start a prefetch window? (Reads only; ``miss`` trigger: misses only.)"""
     return bool(window > 0 and is_read and (trigger_all or not hit))

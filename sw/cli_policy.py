@@ -152,10 +152,7 @@ def _replay(args):
     trigger_given = "prefetch_trigger_all" in overrides
     trigger = PF.pop_trigger(overrides)
     params = P.make_params(args.policy, **overrides)
-    if trigger_given and not params.window:
-        # without a window nothing is prefetched: the setting would change nothing, say so
-        raise CxlkvError(f"prefetch_trigger_all: applies only with a prefetch window; policy '{args.policy}' "
-                         f"runs with window 0 here (add --param window=W, W > 0)")
+    PF.refuse_trigger_without_window(trigger_given, params.window, f"policy '{args.policy}'")
     trace = load_trace(args.trace)
     entries = _budget(args.entries, trace)
     result = P.replay(trace, args.policy, entries, params=params, prefetch_trigger=trigger)

@@ -344,8 +344,11 @@ def replay_params(overrides: dict):
     overrides = dict(overrides)
     P.refuse_foreign_params("hw", overrides, P.accepted_params("hw", entry_bytes=False), ConfigError,
                             subject="policy 'hw' on the device")
+    trigger_given = "prefetch_trigger_all" in overrides
     trigger_all = PF.pop_trigger(overrides, ConfigError)
-    return P.make_params("hw", **overrides), trigger_all
+    params = P.make_params("hw", **overrides)
+    PF.refuse_trigger_without_window(trigger_given, params.window, "the device replay", ConfigError)
+    return params, trigger_all
 
 
 async def _replay(dev: Device, trace, entries, overrides, via="events"):

@@ -236,6 +236,10 @@ def test_ctl_replay_refuses_a_parameter_hw_does_not_take(tmp_path, capsys):
                      "--param", "hw_tau=9", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["params"]["hw_tau"] == 9 and out["prefetch_trigger_all"] == 0
+    # without a window the trigger would change nothing: refused, as policy replay refuses it
+    assert cli.main(["ctl", "replay", str(path), "-C", "2", "--param", "prefetch_trigger_all=0"]) == 2
+    assert "prefetch_trigger_all: applies only with a prefetch window; the device replay runs with window 0" \
+        in _err(capsys)
     with SyncDevice(ModelTransport(n_layers=2, n_kv_heads=2)) as dev:
         with pytest.raises(ConfigError, match="ema_tau: not a parameter of policy 'hw' on the device"):
             dev.replay(trace, 2, ema_tau=5)
