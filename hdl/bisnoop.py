@@ -372,7 +372,9 @@ class BISnoopEngine(wiring.Component):
                             m.d.comb += [set_state.eq(1), new_state.eq(meta_state(mv))]
                     with m.Elif(op == M.MEM_CLN_EVCT):
                         ndr(M.CMP, rq.tag)
-                        m.d.comb += [set_state.eq(1), new_state.eq(M.HI)]
+                        # HI only on MetaValue I: S / A keep the filter covering the host's copy
+                        with m.If(~noop):
+                            m.d.comb += [set_state.eq(1), new_state.eq(meta_state(mv))]
                     with m.Else():                   # MemInv / MemInvNT
                         ndr(grant, rq.tag)
                         with m.If(~noop):

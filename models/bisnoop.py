@@ -254,7 +254,11 @@ class BISnoopModel:
                 self._grant_copy(out, tag, line, mv)
         else:                                    # MemClnEvct: the host drops a clean copy
             self._ndr(out, CMP, tag)
-            self.state[line] = HI
+            # only MetaValue I says it kept nothing; S / A (its state after the request) keeps the
+            # filter covering the copy, NoOp declares nothing: lowering to HI would let a later
+            # evict release the line without a snoop (invariant 7)
+            if not noop:
+                self.state[line] = {MV_I: HI, MV_S: HS, MV_A: HA}[mv]
         return None
 
     def _grant_copy(self, out, tag, line, mv):

@@ -174,6 +174,7 @@ def test_every_state_table_row_and_error_has_a_scenario():
     assert {f"row{i:02d}" for i in range(1, 13)} <= names
     assert {f"err{i:02d}" for i in range(1, 6)} <= names
     assert {"row09b", "row09c"} <= names                                 # both conflict orders
+    assert "row04b" in names                                             # MemClnEvct that keeps a copy
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -231,7 +232,7 @@ def test_host_cache_random_runs(seed):
     host, dev = model_run(50_000, random.Random(seed))
     s = host.stats
     assert s["snoops"] > 1500 and s["released"] > 1000 and s["writebacks"] > 1000
-    assert s["conflict_ack_first"] and s["conflict_cmp_first"]
+    assert s["conflict_ack_first"] and s["conflict_cmp_first"] and s["partial_writes"] > 300
 
 
 def test_host_cache_small_pools_and_deep_races():
@@ -251,6 +252,31 @@ def test_host_checks_catch_a_dropped_writeback(monkeypatch):
     with pytest.raises(HostCheckError, match="dirty data lost|stale data|memory"):
         for seed in range(4):
             model_run(20_000, random.Random(seed))
+
+
+def test_host_checks_catch_a_wrong_lane_merge(monkeypatch):
+    """Negative test: a device that merges MemWrPtl with byte lane 0's enable inverted must be caught
+    (the host's partial writebacks carry random bytes in the lanes left off)."""
+    real = M.BISnoopModel._write
+
+    def skewed(self, line, msg):
+        real(self, line, dict(msg, be=msg["be"] ^ 1) if msg["opcode"] == M.MEM_WR_PTL else msg)
+    monkeypatch.setattr(M.BISnoopModel, "_write", skewed)
+    with pytest.raises(HostCheckError, match="stale data|dirty data lost|memory"):
+        model_run(5_000, random.Random(0))
+
+
+def test_clean_evict_lowers_to_hi_only_with_metavalue_i():
+    """State table: HS/HA | MemClnEvct (MetaValue I) -> HI. With S / A the host keeps a copy (the filter
+    takes the declared state); with MetaField NoOp it declares nothing (unchanged). Never a snoop-free
+    release of a line the host may hold."""
+    for mv, want in ((M.MV_I, M.HI), (M.MV_S, M.HS), (M.MV_A, M.HA), (None, M.HA)):
+        dev = M.BISnoopModel()
+        dev.accept("m2s_req", req(M.MEM_RD, 1, 1, M.MV_A))
+        assert ops(dev.accept("m2s_req", req(M.MEM_CLN_EVCT, 1, 2, mv))) == [("s2m_ndr", M.CMP)]
+        assert dev.state[1] == want
+        evict = ops(dev.accept("policy", {"op": M.P_EVICT, "addr": 1}))
+        assert evict == ([("policy_rsp", M.R_RELEASED)] if want == M.HI else [("s2m_bisnp", M.BISNP_INV)])
 
 
 def test_host_checks_catch_a_filter_that_forgets_a_grant(monkeypatch):

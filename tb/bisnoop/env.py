@@ -23,7 +23,7 @@ from cxlkv.tb.common import InOrderScoreboard, Packer, StreamPort, params
 
 
 class BISnoopEnv:
-    def __init__(self, dut, rng, corrupt_at=None, corrupt_each_from=None):
+    def __init__(self, dut, rng, corrupt_at=None, corrupt_each_from=None, corrupt_on=None):
         self.dut, self.rng = dut, rng
         self.cfg = {**M.SCENARIO_CONFIG, **params()}
         self.dw = self.cfg["data_width"]
@@ -42,6 +42,9 @@ class BISnoopEnv:
         # negative test of every channel's scoreboard: damage each channel's first prediction made
         # at or after overall prediction ``corrupt_each_from``; corrupted[ch] = its index on ch
         self.corrupt_each_from = corrupt_each_from
+        # negative test of one channel's scoreboard: (channel, index) damages that channel's prediction
+        # number ``index`` (counted from the first prediction after construction)
+        self.corrupt_on = corrupt_on
         self.corrupted = {}
         self.per_channel = {ch: 0 for ch in M.OUT_CHANNELS}
         self.predicted = 0
@@ -104,7 +107,8 @@ class BISnoopEnv:
         for ch, msg in outputs:
             each = (self.corrupt_each_from is not None and self.predicted >= self.corrupt_each_from
                     and ch not in self.corrupted)
-            if self.predicted == self.corrupt_at or each:
+            aimed = self.corrupt_on == (ch, self.per_channel[ch])
+            if self.predicted == self.corrupt_at or each or aimed:
                 key = next(k for k in ("tag", "bitag", "data", "addr") if isinstance(msg.get(k), int))
                 msg = dict(msg, **{key: msg[key] ^ 1})
                 if each:

@@ -1,4 +1,4 @@
-"""Formal properties of the BI-snoop engine: invariants 1-9 of
+"""Formal properties of the BI-snoop engine: invariants 1-10 of
 ``../shared/reference/cxl-back-invalidate.md`` on a small configuration, with SymbiYosys.
 
 :class:`BISnoopProperties` wraps :class:`cxlkv.hdl.bisnoop.BISnoopEngine`; every input
@@ -62,8 +62,9 @@ JOBS = (
     Job("inv6_move_only_in_hi", "6", "prove", 3,
         "a line is Released only when it is HI and no snoop is outstanding on it"),
     Job("inv7_filter_conservative", "7", "prove", 3,
-        "Cmp-E leaves the line HA, Cmp-S at least HS; the filter goes down only on the host's own declaration "
-        "(MetaValue, MemClnEvct) or a legal BIRsp"),
+        "Cmp-E leaves the line HA, Cmp-S at least HS; the filter changes exactly as the state table says, "
+        "only on the event's line: MetaValue of a request or write (not a MemRd/MemRdData with I, not in BIP), "
+        "MemClnEvct to HI only with MetaValue I, a legal BIRsp; MetaField NoOp leaves it"),
     Job("inv8_conflict_ack", "8", "prove", 4,
         "every accepted BIConflict gets exactly one BIConflictAck with its tag, after any NDR already queued"),
     Job("inv9_no_deadlock", "9", "prove", 3,
@@ -259,28 +260,45 @@ class BISnoopProperties(Elaboratable):
                      granted_s.eq(fire & ov["s2m_ndr"] & (o["s2m_ndr"].opcode == M.CMP_S)), g_line.eq(line)]
         prop("inv7_filter_conservative", ~granted_e | (dut.state[g_line] == M.HA))
         prop("inv7_filter_conservative", ~granted_s | (dut.state[g_line] >= M.HS))
-        # downward moves: only what the host declared, or a legal BIRsp
+        # the filter follows the state table exactly, line by line and clock by clock: the expected
+        # next state of the event's line comes from the event's own fields (opcode, MetaField,
+        # MetaValue, BIRsp opcode). "Lowered only to a declared state" was weaker: a MemRd with
+        # MetaValue I setting HI passed it, and so did MemClnEvct setting HI whatever its MetaValue
         rq = dut.ev_req
-        declared = Signal(2)
-        is_declared = Signal()
+
+        def declared(v):
+            return Mux(v == M.MV_I, M.HI, Mux(v == M.MV_S, M.HS, M.HA))
+        rmf, rmv, rop_q = rq.meta_field, rq.meta_value, rq.opcode
+        rq_meta = (rmf == M.MF_META0) & ((rmv == M.MV_I) | (rmv == M.MV_A) | (rmv == M.MV_S))
+        exp_set, exp_state = Signal(), Signal(2)
         with m.Switch(kind):
             with m.Case(dut.EV_REQ, dut.EV_DRAIN):
-                with m.If(rq.opcode == M.MEM_CLN_EVCT):
-                    m.d.comb += [declared.eq(M.HI), is_declared.eq(1)]
-                with m.Elif(rq.meta_field == M.MF_META0):
-                    m.d.comb += [declared.eq(Mux(rq.meta_value == M.MV_I, M.HI,
-                                                 Mux(rq.meta_value == M.MV_S, M.HS, M.HA))), is_declared.eq(1)]
+                # MetaField NoOp, MemSpecRd, unknown opcodes, bad addresses, BIP (parked): unchanged
+                with m.If(dut.ev_addr_ok & rq_meta & ~in_bip):
+                    with m.If((rop_q == M.MEM_RD) | (rop_q == M.MEM_RD_DATA)):
+                        m.d.comb += [exp_set.eq(rmv != M.MV_I), exp_state.eq(declared(rmv))]
+                    with m.Elif((rop_q == M.MEM_INV) | (rop_q == M.MEM_INV_NT) | (rop_q == M.MEM_CLN_EVCT)):
+                        m.d.comb += [exp_set.eq(1), exp_state.eq(declared(rmv))]
             with m.Case(dut.EV_RWD):
-                with m.If(mf == M.MF_META0):
-                    m.d.comb += [declared.eq(Mux(mv == M.MV_I, M.HI, Mux(mv == M.MV_S, M.HS, M.HA))),
-                                 is_declared.eq(1)]
+                with m.If(wr_hs & (mf == M.MF_META0) & ~in_bip):
+                    m.d.comb += [exp_set.eq(1), exp_state.eq(declared(mv))]
             with m.Case(dut.EV_BIRSP):
-                m.d.comb += [declared.eq(Mux(rop == M.BIRSP_I, M.HI, Mux(rop == M.BIRSP_S, M.HS, M.HA))),
-                             is_declared.eq(dut.ev_complete)]
-        lowered_ok = Signal()
-        m.d.comb += lowered_ok.eq(is_declared & (dut.ev_new_state == declared))
-        prop("inv7_filter_conservative", ~(fire & dut.ev_set_state & (dut.ev_new_state < dut.state[line])) |
-             lowered_ok)
+                # which BIRsp completes a snoop is inv2/inv3's business; here: the state it leaves
+                with m.If(dut.ev_complete):
+                    m.d.comb += [exp_set.eq(1),
+                                 exp_state.eq(Mux(rop == M.BIRSP_I, M.HI, Mux(rop == M.BIRSP_S, M.HS, M.HA)))]
+        cur_line_state = Signal(2)
+        for i in range(lines):
+            with m.If(line == i):
+                m.d.comb += cur_line_state.eq(dut.state[i])
+        t_fired, t_line, t_next = Signal(), Signal(range(lines)), Signal(2)
+        prev_filter = Signal(2 * lines)
+        m.d.sync += [t_fired.eq(fire), t_line.eq(line), t_next.eq(Mux(exp_set, exp_state, cur_line_state)),
+                     prev_filter.eq(dut.state.as_value())]
+        prop("inv7_filter_conservative", ~t_fired | (dut.state[t_line] == t_next))
+        for i in range(lines):
+            prop("inv7_filter_conservative", (t_fired & (t_line == i)) |
+                 (dut.state.as_value()[2 * i:2 * i + 2] == prev_filter[2 * i:2 * i + 2]))
         prop("inv7_filter_conservative", ~(fire & dut.ev_set_state) | (dut.ev_new_state <= M.HA))
         for i in range(lines):
             prop("inv7_filter_conservative", dut.state[i] <= M.HA)

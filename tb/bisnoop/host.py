@@ -23,7 +23,12 @@ scoreboard that records mismatches instead of raising); ``early_answer=True`` an
 a snoop that conflicts with a request whose Cmp has come but whose MemData has not,
 at the BIConflictAck, from the state the Cmp granted (a device whose data can wait for
 that snoop's answer needs it); ``new_value(line)`` makes the host's store values; ``tags``
-(first, last) the M2S tags it uses, so that several hosts can share a device (on disjoint lines).
+(first, last) the M2S tags it uses, so that several hosts can share a device (on disjoint lines);
+``partial_writes=True`` makes half the stores touch random bytes only and writes back a line
+partly written since its last writeback with MemWrPtl: byte enables on its dirty lanes (plus
+random clean ones, which hold what memory holds), random bytes in the lanes left off. The
+host's own copy and ``truth`` merge the stored lanes, so every later MemData, Released line
+and the final memory check hold only if the device merged exactly the enabled lanes.
 
 The class is transport free: ``issue()`` and ``receive()`` return the M2S messages to
 send, as ``(channel, fields)`` with the integer fields of ``cxlkv.models.bisnoop``.
@@ -41,6 +46,11 @@ COVER = {I: M.HI, S: M.HS, E: M.HA, MOD: M.HA}
 
 class HostCheckError(AssertionError):
     pass
+
+
+def _lanes(be, dw):
+    """The bit mask of the byte lanes a byte-enable value selects."""
+    return sum(0xFF << (8 * b) for b in range(dw // 8) if be >> b & 1)
 
 
 @dataclass
@@ -68,10 +78,13 @@ class SnoopWait:
 
 class HostCache:
     def __init__(self, lines, data_width, rng, bi_id=0, data_check=None, early_answer=False, new_value=None,
-                 tags=(1, 0xFFFF)):
+                 tags=(1, 0xFFFF), partial_writes=False):
         self.lines, self.dw, self.rng, self.bi_id = lines, data_width, rng, bi_id
         self.tag_first, self.tag_last = tags          # the M2S tags this host uses (several hosts on one device)
         self.data_check, self.early_answer, self.new_value = data_check, early_answer, new_value
+        self.partial_writes = partial_writes
+        self.all_lanes = (1 << data_width // 8) - 1
+        self.dirty = [0] * lines            # lanes stored since the line was last written back
         self.state = [I] * lines
         self.data = [0] * lines
         self.truth = [0] * lines            # newest value the host wrote (memory starts at 0)
@@ -82,7 +95,7 @@ class HostCache:
         self.next_tag = self.tag_first
         self.stats = {"reads": 0, "writes": 0, "writebacks": 0, "clean_evicts": 0, "snoops": 0,
                       "conflicts": 0, "conflict_ack_first": 0, "conflict_cmp_first": 0, "released": 0,
-                      "early_answers": 0}
+                      "early_answers": 0, "partial_writes": 0}
 
     # -- helpers ---------------------------------------------------------------------------
     def _new_tag(self):
@@ -108,8 +121,17 @@ class HostCache:
         t = self._tag(line)
         self.pending[line] = Pending(kind, t, False, for_snoop=for_snoop)
         self.stats["writebacks"] += 1
-        return ("m2s_rwd", {"opcode": M.MEM_WR, "snp_type": 0, "meta_field": M.MF_META0, "meta_value": mv,
-                            "tag": t, "addr": line, "be": (1 << self.dw // 8) - 1, "data": self.data[line]})
+        op, be, data = M.MEM_WR, self.all_lanes, self.data[line]
+        if self.partial_writes and self.dirty[line] != self.all_lanes:
+            # the dirty lanes must go; clean ones may (memory holds the same bytes); the lanes left
+            # off carry random bytes, so a device that writes them (or skips an enabled one) is seen
+            be = (self.dirty[line] | self.rng.getrandbits(self.dw // 8)) or self.all_lanes
+            lanes = _lanes(be, self.dw)
+            op, data = M.MEM_WR_PTL, (data & lanes) | (self.rng.getrandbits(self.dw) & ~lanes)
+            self.stats["partial_writes"] += 1
+        self.dirty[line] = 0
+        return ("m2s_rwd", {"opcode": op, "snp_type": 0, "meta_field": M.MF_META0, "meta_value": mv,
+                            "tag": t, "addr": line, "be": be, "data": data})
 
     def busy(self, line):
         return line in self.pending or line in self.snoops
@@ -141,6 +163,12 @@ class HostCache:
         if st in (E, MOD):
             if r < 0.5:                                    # store: silent upgrade
                 v = rng.getrandbits(self.dw) if self.new_value is None else self.new_value(line)
+                stored = self.all_lanes
+                if self.partial_writes and rng.random() < 0.5:     # some bytes only: merged into the line
+                    stored = rng.randrange(1, self.all_lanes + 1)
+                    lanes = _lanes(stored, self.dw)
+                    v = (v & lanes) | (self.data[line] & ~lanes)
+                self.dirty[line] |= stored
                 self.state[line], self.data[line], self.truth[line] = MOD, v, v
                 self.stats["writes"] += 1
                 return []
@@ -328,7 +356,7 @@ class HostCache:
                 raise HostCheckError(f"line {line}: memory {store[line]:#x}, newest write {self.truth[line]:#x}")
 
 
-def model_run(steps, rng, config=None, policy_rate=0.1, deliver=0.5):
+def model_run(steps, rng, config=None, policy_rate=0.1, deliver=0.5, partial_writes=True):
     """Host cache against the golden model, message by message, with random delivery.
 
     Each S2M channel delivers its head with probability ``deliver`` per step and
@@ -338,7 +366,7 @@ def model_run(steps, rng, config=None, policy_rate=0.1, deliver=0.5):
     from collections import deque
     cfg = dict(M.SCENARIO_CONFIG, **(config or {}))
     dev = M.BISnoopModel(**cfg)
-    host = HostCache(cfg["lines"], cfg["data_width"], rng)
+    host = HostCache(cfg["lines"], cfg["data_width"], rng, partial_writes=partial_writes)
     m2s = {ch: deque() for ch in M.IN_CHANNELS}
     s2m = {ch: deque() for ch in ("s2m_ndr", "s2m_drs", "s2m_bisnp")}
 

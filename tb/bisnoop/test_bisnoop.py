@@ -11,6 +11,11 @@
   covers the host) every cycle; a final read-back of every line.
   CXLKV_BISNOOP_CYCLES (default 20000).
 * test_scoreboard_catches_corruption: negative test of the scoreboards.
+* test_error_scenarios_under_backpressure: the error scenarios (err*) with random S2M
+  backpressure: each channel's output equal to the model's, counters, status and irq too.
+* test_error_checks_catch_corruption: negative test of the error channel's checks: one
+  corrupted error prediction is caught by the error scoreboard, one corrupted error in the
+  model's scenario output by the direct comparison.
 * test_status_clear_and_irq: sticky status, irq, write-one-to-clear.
 * test_throughput: bisnoop.msgs_per_cycle under random conflict-free traffic.
 """
@@ -27,12 +32,12 @@ from cxlkv.tb.bisnoop.host import HostCache
 from cxlkv.tb.common import drive_ready, env_int, must_fail, report_metric, test_rng
 
 
-@cocotb.test()
-async def test_directed_scenarios(dut):
-    env = BISnoopEnv(dut, test_rng())
-    await env.start()
+async def _replay_scenarios(dut, env, paths, per_channel=False, damage=None):
+    """Replay scenario files; ({path: output lines}, [failure, ...]) against the model's output,
+    counters, status and irq. ``per_channel``: compare each channel's sequence only (with output
+    backpressure the messages of one event leave in different clocks, so the merged order may
+    differ). ``damage(want)``: a negative test's change to the model's output before the comparison."""
     results, failures = {}, []
-    paths = scenario_paths()
     assert paths, "no scenarios to run"
     for path in paths:
         items = M.parse_scenario(path.read_text(), env.dw, str(path))
@@ -40,13 +45,35 @@ async def test_directed_scenarios(dut):
         await env.quiet()
         results[str(path)] = M.scenario_lines(rtl, env.dw)
         want, model = M.run_model(items, env.cfg)
+        if damage is not None:
+            want = damage(want)
+        if per_channel:
+            rtl, want = _by_channel(rtl), _by_channel(want)
         if rtl != want:
             failures.append(f"{path.name}: RTL output differs from the model\n  rtl:   {rtl}\n  model: {want}")
         got = (env.counters(), int(dut.err_status.value), int(dut.irq.value))
         exp = (model.counters, model.status, int(model.status != 0))
         if got != exp:
             failures.append(f"{path.name}: counters/status/irq {got}, model {exp}")
-        dut._log.info("%s: %d outputs", path.name, len(rtl))
+        dut._log.info("%s: %d outputs", path.name, len(results[str(path)]))
+    return results, failures
+
+
+def _by_channel(outputs):
+    return {ch: [msg for c, msg in outputs if c == ch] for ch in M.OUT_CHANNELS}
+
+
+def _error_scenarios():
+    """The directed error scenarios (whatever CXLKV_BISNOOP_SCENARIOS says)."""
+    from pathlib import Path
+    return sorted((Path(__file__).parent / "scenarios").glob("err*.jsonl"))
+
+
+@cocotb.test()
+async def test_directed_scenarios(dut):
+    env = BISnoopEnv(dut, test_rng())
+    await env.start()
+    results, failures = await _replay_scenarios(dut, env, scenario_paths())
     out = os.environ.get("CXLKV_BISNOOP_OUT")
     if out:
         with open(out, "w") as f:
@@ -56,11 +83,13 @@ async def test_directed_scenarios(dut):
 
 
 async def _host_run(dut, env, cycles, policy_rate=0.08, ready_prob=0.75, max_delay=12):
+    # the host writes back partly written lines with MemWrPtl (random byte enables, random bytes in
+    # the lanes left off): the RTL's lane merge meets the model's under random traffic and backpressure
     """The host cache against the RTL. S2M messages reach the host after a random delay
     (per channel, in order), so a BISnp can overtake a Cmp sent before it: both orders
     of the conflict flow happen."""
     rng = env.rng
-    host = HostCache(env.cfg["lines"], env.dw, rng)
+    host = HostCache(env.cfg["lines"], env.dw, rng, partial_writes=True)
     errors = []
     inbox = {ch: deque() for ch in ("s2m_ndr", "s2m_drs", "s2m_bisnp")}
 
@@ -142,6 +171,7 @@ async def test_host_random(dut):
     env.check_scoreboards()
     dut._log.info("host run: %s; %d inputs accepted in %d cycles", host.stats, env.accepted, env.cycle)
     assert host.stats["snoops"] > 10 and host.stats["released"] > 5 and host.stats["writebacks"] > 10
+    assert host.stats["partial_writes"] > 10, "the lane merge was hardly exercised"
     assert host.stats["conflict_ack_first"] and host.stats["conflict_cmp_first"], "a conflict order never happened"
 
 
@@ -173,6 +203,54 @@ async def test_each_channels_scoreboard_catches_corruption(dut):
     for ch, index in env.corrupted.items():
         env.sb[ch].assert_caught_one(index=index, log=dut._log)
     dut._log.info("corrupted and caught per channel: %s", env.corrupted)
+
+
+async def _backpressure(dut, env):
+    for ch in M.OUT_CHANNELS:
+        cocotb.start_soon(drive_ready(dut.clk, env.ports[ch], env.rng, ready_prob=0.5, burst=3))
+
+
+@cocotb.test()
+async def test_error_scenarios_under_backpressure(dut):
+    """The error scenarios with every S2M channel (and the error stream) randomly not ready."""
+    env = BISnoopEnv(dut, test_rng())
+    await env.start()
+    await _backpressure(dut, env)
+    _, failures = await _replay_scenarios(dut, env, _error_scenarios(), per_channel=True)
+    assert not failures, "\n".join(failures)
+    assert env.sb["error"].compared > 10, "the error channel was hardly compared"
+    env.check_scoreboards()
+
+
+@cocotb.test()
+async def test_error_checks_catch_corruption(dut):
+    """Negative test of the error channel (under backpressure too): the error scoreboard must catch
+    one corrupted error prediction (the 4th), and only it; the direct comparison of the scenario
+    output must catch one corrupted error message in the model's output (the 6th), in its scenario."""
+    env = BISnoopEnv(dut, test_rng(), corrupt_on=("error", 3))
+    await env.start()
+    await _backpressure(dut, env)
+    seen, hit = [0], []
+
+    def damage(want):
+        out = []
+        for ch, msg in want:
+            if ch == "error":
+                if seen[0] == 5:
+                    msg = dict(msg, tag=msg["tag"] ^ 1)
+                    hit.append(True)
+                seen[0] += 1
+            out.append((ch, msg))
+        return out
+    paths = _error_scenarios()
+    _, failures = await _replay_scenarios(dut, env, paths, per_channel=True, damage=damage)
+    assert hit, "fewer than six errors in the error scenarios"
+    assert len(failures) == 1 and "RTL output differs" in failures[0], failures
+    dut._log.info("the direct comparison failed as it must: %s", failures[0].splitlines()[0])
+    env.sb["error"].assert_caught_one(index=3, log=dut._log)
+    for ch, sb in env.sb.items():
+        if ch != "error" and (sb.compared or sb.expected or sb.unexpected):
+            sb.check()
 
 
 @cocotb.test()
