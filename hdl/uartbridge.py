@@ -12,7 +12,7 @@ Pieces:
   line to go high again after a break.
 * :class:`UARTBridge`: receive FIFO, frame parser, AXI4-Lite master, response
   sender. One request at a time; bytes that arrive meanwhile wait in the FIFO
-  (``fifo_depth``, two write frames by default), and a byte that finds it
+  (``fifo_depth``, 16 bytes by default: one further 9-byte write frame), and a byte that finds it
   full is dropped and counted.
   With ``event_layout``/``decision_layout`` it also has an ``event`` stream
   master and a ``decision`` stream slave: event-batch frames (cmd 0x03) are

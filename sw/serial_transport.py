@@ -33,8 +33,10 @@ from cxlkv.models import uartbridge as proto
 from cxlkv.sw.argtypes import positive_int
 from cxlkv.sw.transport import DECISION_DTYPE, EVENT_DTYPE, BusError, EventPortError, Transport, TransportError
 
-#: Bridge errors after which the request was certainly not executed.
-NOT_EXECUTED = (proto.ERR_CHECKSUM, proto.ERR_FRAME_TIMEOUT)
+#: Bridge errors after which the request was certainly not executed: a damaged frame, one cut
+#: short, or a command byte the bridge does not know (the host sends only known ones, so the byte
+#: was damaged on the line).
+NOT_EXECUTED = (proto.ERR_CHECKSUM, proto.ERR_FRAME_TIMEOUT, proto.ERR_COMMAND)
 
 
 class BridgeTransport(Transport):
@@ -75,8 +77,11 @@ class BridgeTransport(Transport):
                 await self._quiet()
                 raise TransportError(f"{self.name}: no valid answer from the UART bridge ({exc})") from None
             if got_kind == proto.KIND_ERROR:
+                # the bridge may still be reading the rest of the refused frame as noise, and a 0xA5
+                # in it starts a frame of its own whose error answer would be taken as the next
+                # request's: go quiet and drop it, whether the request is resent or not
+                await self._quiet()
                 if code in NOT_EXECUTED and attempt < (self.retries if retry else 0):
-                    await self._quiet()
                     continue
                 raise TransportError(f"{self.name}: the UART bridge reported {proto.ERROR_NAMES[code]}")
             if got_kind != kind:
@@ -153,9 +158,14 @@ def _check_baud(baud) -> None:
         raise TransportError(f"baud rate {baud!r}: a positive integer is needed")
 
 
+#: the longest answer the bridge sends: a full event batch's decisions (10 bit times a byte)
+LONGEST_ANSWER_BITS = 10 * (4 + proto.DECISION_RECORD_BYTES * proto.EVENT_BATCH_MAX)
+
+
 def quiet_seconds(baud: int) -> float:
-    """Silence that certainly outlasts the bridge's frame timeout (640 bit times) at ``baud``."""
-    return 2 * 640 / baud + 0.01
+    """Silence that certainly outlasts the bridge's frame timeout (640 bit times) at ``baud``, and
+    the rest of the longest answer it may still be sending after a garbled header (260 bytes)."""
+    return (max(2 * 640, LONGEST_ANSWER_BITS) + 640) / baud + 0.01
 
 
 class SerialTransport(BridgeTransport):

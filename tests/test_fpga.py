@@ -804,3 +804,22 @@ def test_synth_check_takes_its_pinned_seed(monkeypatch, capsys):
     assert seen == {"board": "ulx3s-85f", "core_mhz": fpga.SYNTH_CHECK_MHZ, "seed": fpga.SYNTH_CHECK_SEED,
                     "retry_seeds": fpga.SYNTH_CHECK_RETRY_SEEDS}
     assert "synth-check: placed and routed at 25 MHz" in capsys.readouterr().out
+
+
+def test_vendor_constraint_templates_name_what_the_top_has():
+    """The pin and clock templates name CXLVendorTop's real outputs (``CXLVendorTop.X``) and no
+    port it lacks: they placed led[0..3] and created the clock on a `clk` port, which the top
+    embedded beside the IP does not have (found by review, 2026-12-02)."""
+    import re
+
+    from cxlkv.hdl.boards.vendor_template import CXLVendorTop
+    root = Path(__file__).resolve().parent.parent / "constraints" / "vendor"
+    top = CXLVendorTop()
+    members = set(top.signature.members)
+    top._MustUse__silence = True                # only its signature is read: not built, no warning
+    for name in ("cxl_vendor_top.pins.tcl", "cxl_vendor_top.sdc"):
+        text = (root / name).read_text()
+        code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())   # not the comments
+        assert "led[" not in code and "get_ports {clk}" not in code and "get_ports {rst}" not in code, name
+        for port in re.findall(r"CXLVendorTop\.(\w+)", text):
+            assert port in members, f"{name} names CXLVendorTop.{port}, which the top does not have"

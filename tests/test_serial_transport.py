@@ -64,6 +64,35 @@ def test_a_corrupted_request_is_resent():
             asyncio.run(t.close())
 
 
+def test_an_unknown_command_leaves_no_answer_behind():
+    # the write's command byte (host byte 5 + 5 + 1: after the ping and a read) damaged to 0x07:
+    # the bridge answers "unknown command" and reads the rest of the frame as noise, where the
+    # value's 0xA5 starts a frame of its own and a second error answer; without going quiet
+    # before the next request the host took that answer as the next read's and every later
+    # read got the value of the register before it (found by review, 2026-12-02)
+    with BridgeEmulator(baud=BAUD, fault={5 + 5 + 1: 0x07}) as emu:
+        t = SerialTransport(emu.path, BAUD, timeout_s=EMU_TIMEOUT_S)
+        try:
+            assert asyncio.run(t.read32(regmap.BY_NAME["ID"].offset)) == 0x43584B56
+            alpha = regmap.BY_NAME["ALPHA"].offset
+            asyncio.run(t.write32(alpha, 0x7A5))          # resent once: the command was not executed
+            assert emu.model.errors >= 1
+            for name in ("VERSION", "CAPS", "ID", "ALPHA"):
+                reg = regmap.BY_NAME[name]
+                with SyncDevice(ModelTransport()) as ref:
+                    want = 0x7A5 if name == "ALPHA" else asyncio.run(ref.t.read32(reg.offset))
+                assert asyncio.run(t.read32(reg.offset)) == want, name
+        finally:
+            asyncio.run(t.close())
+
+
+def test_quiet_outlasts_the_longest_answer():
+    from cxlkv.sw.serial_transport import quiet_seconds
+    for baud in (115200, 1_000_000, 3_000_000):
+        longest = (4 + proto.DECISION_RECORD_BYTES * proto.EVENT_BATCH_MAX) * 10 / baud
+        assert quiet_seconds(baud) > longest and quiet_seconds(baud) > 2 * 640 / baud
+
+
 def test_host_starting_mid_stream_resynchronises(emulator):
     fd = os.open(emulator.path, os.O_RDWR | os.O_NOCTTY)
     os.write(fd, proto.encode_write(regmap.BY_NAME["ALPHA"].offset, 7)[:5])   # half a frame, then gone
@@ -223,10 +252,13 @@ def test_bad_event_answers_raise_clear_errors(answer, message):
     import numpy as np
 
     from cxlkv.sw.transport import EVENT_DTYPE
-    line = ScriptedLine([answer])
+    # an unknown command was certainly not executed: resent once (the same answer again: an old
+    # bitstream without event batches), every other bad answer is not resent
+    resent = message == "unknown command"
+    line = ScriptedLine([answer] * (1 + resent))
     with pytest.raises(TransportError, match=message):
         asyncio.run(line.events(np.zeros(1, EVENT_DTYPE)))
-    assert len(line.sent) == 1
+    assert len(line.sent) == 1 + resent
 
 
 def test_bringup_replay_commands_run_against_the_emulated_board():

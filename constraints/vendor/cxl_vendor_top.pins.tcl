@@ -16,9 +16,12 @@
 # Device memory (DDR4/DDR5/HBM): assigned by the memory controller IP; CXLVendorTop.m_axi connects
 # to the controller's AXI4 user port inside the FPGA.
 
-# Bring-up pins owned by the user logic
-set_location_assignment <PIN_LED0> -to led[0]    ;# heartbeat
-set_location_assignment <PIN_LED1> -to led[1]    ;# CXL link up (from the IP)
-set_location_assignment <PIN_LED2> -to led[2]    ;# controller IRQ
-set_location_assignment <PIN_LED3> -to led[3]    ;# unsupported CXL.mem message seen
-set_instance_assignment -name IO_STANDARD "<IO_STANDARD, e.g. 1.8 V>" -to led[*]
+# Bring-up pins. CXLVendorTop has no LED port: the board wrapper that instantiates it (beside the
+# CXL IP) brings its outputs to pins; a heartbeat or the IP's link-up status, if wanted, are the
+# wrapper's own logic. Its outputs worth an LED: `irq` (the controller's interrupt) and
+# `unsupported` (a 16-bit count: e.g. its bit 0, or "non-zero", toggles with each message the
+# template does not handle yet).
+set_location_assignment <PIN_LED0> -to irq_led           ;# CXLVendorTop.irq
+set_location_assignment <PIN_LED1> -to unsupported_led   ;# CXLVendorTop.unsupported != 0
+set_instance_assignment -name IO_STANDARD "<IO_STANDARD, e.g. 1.8 V>" -to irq_led
+set_instance_assignment -name IO_STANDARD "<IO_STANDARD, e.g. 1.8 V>" -to unsupported_led

@@ -23,6 +23,9 @@ engine and the tracker, which join the controller with the integration issue
 (the policy then sits between these streams and ``m_axi``). No BISnp is sent,
 and no meta state is kept: NDR and DRS carry MetaField NoOp and echo the
 request's MetaValue.
+A write's AXI error response (BRESP) is not reported: the NDR is Cmp
+whatever BRESP says (CXL.mem has no error completion for a write; a full
+design would poison the line so that a later read answers it).
 
 Pin-out and clock constraints for such a board are vendor files
 (constraints/vendor/): the template's clock is the IP's user clock, one domain.
