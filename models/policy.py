@@ -45,6 +45,11 @@ Policies (``docs/policy.md`` gives the exact rules and their ties):
                (its previous step read more entries than it holds); pinned positions
                never evicted.
 
+The replay also records, per event, whether a read hit and how many prefetches it
+issued; ``ReplayResult.step_layer_reads`` and ``step_times`` turn them into the
+*modelled time per decode step* (an analytic model of tier latencies and bandwidths,
+not a measurement: ``docs/policy.md``, "Modelled time per decode step").
+
 The replay core is compiled with numba (``cache=True``); this module imports
 numpy and numba, so the CLI imports it only inside ``run``.
 """
@@ -161,8 +166,19 @@ class PolicyParams:
     hw_write_sample: int = 0
     #: hw: UQ0.16 credit added (saturating) to a read's attention sample: a read counts even at low weight
     hw_read_credit: int = 0
-    #: bytes one entry moves between tiers (bytes-moved figures only)
+    #: bytes one entry moves between tiers (bytes-moved figures and the modelled step time only)
     entry_bytes: int = DEFAULT_ENTRY_BYTES
+    # The modelled time per decode step (docs/policy.md, "Modelled time per decode step"): reporting
+    # only, like entry_bytes. Positive finite numbers, not integers.
+    #: fast tier (device DRAM behind the CXL link): load-to-use latency, ns (inside the measured
+    #: 140-410 ns CXL load-to-use)
+    fast_lat_ns: float = 250.0
+    #: fast tier bandwidth, GB/s (10^9 bytes/s): a CXL x16 Gen5 link
+    fast_gbytes_s: float = 64.0
+    #: slow tier (flash behind the tier mover): read latency, us (an assumption: NAND, tens of us)
+    slow_lat_us: float = 50.0
+    #: slow tier bandwidth, GB/s (10^9 bytes/s) (an assumption: a PCIe Gen5 x4 SSD's sequential read)
+    slow_gbytes_s: float = 14.0
 
     RANGES = {
         "sinks": (0, MAX_POSITION + 1), "h2o_recent": (0, 99),
@@ -178,12 +194,22 @@ class PolicyParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise CxlkvError(f"policy parameter '{name}' must be an integer in {lo}..{hi}, got {v!r}")
+        for name in TIMING_PARAMS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+                raise CxlkvError(f"parameter '{name}' must be a positive finite number, got {v!r}")
         return self
+
+
+#: The step-time model's parameters (numbers, not integers; every policy takes them, like entry_bytes).
+TIMING_PARAMS = ("fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s")
+#: Parameters that size reported figures only (they change no decision): every policy takes them.
+REPORTING_PARAMS = ("entry_bytes",) + TIMING_PARAMS
 
 
 #: Defaults that differ by policy (ema+prefetch prefetches by default).
 POLICY_DEFAULTS = {"ema+prefetch": {"window": 4}}
-PARAM_NAMES = tuple(PolicyParams.RANGES)
+PARAM_NAMES = tuple(PolicyParams.RANGES) + TIMING_PARAMS
 
 
 def make_params(policy: str, **overrides) -> PolicyParams:
@@ -475,10 +501,12 @@ _pf_next_candidate = njit(cache=True)(PF.next_candidate)
 
 @njit(cache=True)
 def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy, C, iparams, hw_ftab,
-                 hw_ftab_long, record, victims, qcounts, qscores):
+                 hw_ftab_long, record, victims, read_hit, event_prefetches, qcounts, qscores):
     """Replay every queue. iparams: [sinks, ema_alpha, ema_mant, ema_shift, window,
     hw_alpha, hw_mant, hw_shift, hw_tln, hw_bucket_bits, hw_pinned, hw_write_sample,
-    hw_read_credit, prefetch_trigger_all, h2o_recent (percent of C)]."""
+    hw_read_credit, prefetch_trigger_all, h2o_recent (percent of C)]. Per event i, read_hit[i] = 1
+    for a read hit and, with a window, event_prefetches[i] = the prefetches it issued (the inputs
+    of the step-time model)."""
     sinks = iparams[0]
     ema_alpha = iparams[1]
     ema_mant = iparams[2]
@@ -587,6 +615,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                     pf_list[npf] = pp
                     npf += 1
                     pp = _pf_next_candidate(pp, p)
+            pf_before = prefetches
             for t in range(npf + 1):
                 if t == 0:
                     pp = p
@@ -651,6 +680,7 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                     if is_read and t == 0:
                         hits += 1
                         sum_hits += x
+                        read_hit[i] = 1
                         if pf[sl]:
                             pf_hits += 1
                     pf[sl] = 0
@@ -718,6 +748,8 @@ def _replay_core(layer, head, n_kv_heads, nq, step, pos, op, score, npos, policy
                     _sift_up(heap, hidx, k1, k2, hn - 1)
                 else:
                     hidx[sl] = -1
+            if npf:
+                event_prefetches[i] = prefetches - pf_before
 
         _store_counts(qcounts, qscores, q, reads, hits, writes, fills, evictions, prefetches, pf_hits, no_victim,
                       pf_unused, sum_reads, sum_hits)
@@ -771,7 +803,8 @@ _flush_core_if_the_prefetch_rule_changed()
 
 
 @njit(cache=True)
-def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, record, victims, qcounts, qscores):
+def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, record, victims, read_hit, qcounts,
+                qscores):
     """lru with an O(1) doubly-linked recency list (same results as the heap core's lru)."""
     n = step.shape[0]
     order, start = _group_by_queue(layer, head, n_kv_heads, nq)
@@ -808,6 +841,7 @@ def _replay_lru(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, reco
                 if is_read:
                     hits += 1
                     sum_hits += score[i]
+                    read_hit[i] = 1
                 if sl != last:
                     # unlink, append at the MRU end
                     first, last = _unlink(prv, nxt, sl, first, last)
@@ -857,7 +891,7 @@ def hw_rank_tau(params: PolicyParams) -> int:
 
 @njit(cache=True)
 def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, C, iparams, hw_ftab,
-                       hw_ftab_long, NB, record, victims, qcounts, qscores):
+                       hw_ftab_long, NB, record, victims, read_hit, qcounts, qscores):
     """hw (no prefetch) with the tracker's own structure: per queue, a ring of NB deadline
     buckets, each a FIFO list, plus one list of expired entries that whole buckets are spliced
     onto, in deadline order, as the step passes them. O(1) per event; equals the heap core
@@ -945,6 +979,7 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
                 if is_read:
                     hits += 1
                     sum_hits += x
+                    read_hit[i] = 1
                 if not in_list[sl]:
                     slot_key[sl] = key
                     continue
@@ -1009,6 +1044,110 @@ def _replay_hw_buckets(layer, head, n_kv_heads, nq, step, pos, op, score, npos, 
 
 
 # ----------------------------------------------------------------------------------------------
+# Modelled time per decode step (docs/policy.md, "Modelled time per decode step")
+# ----------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _count_step_layer_reads(step, layer, op, read_hit, event_prefetches, n_layers):
+    """Per (step, layer) that has reads, in file order (steps non-decreasing): the cell's step and
+    layer, its reads served by the fast tier, its read misses and the prefetches those reads
+    issued. ``event_prefetches`` is per event, or of length 1 when the replay did not prefetch.
+    Two passes (count the cells, then fill them), so nothing per event is allocated."""
+    n = step.shape[0]
+    with_prefetch = event_prefetches.shape[0] == n
+    # pass 1: a layer opens a cell at its first read of each step
+    cell_of = np.full(n_layers, -1, np.int64)
+    ncell = 0
+    first = 0           # first cell of the current step
+    for i in range(n):
+        if i > 0 and step[i] != step[i - 1]:
+            first = ncell
+        if op[i] == 0:
+            l = layer[i]
+            if cell_of[l] < first:
+                cell_of[l] = ncell
+                ncell += 1
+    cell_step = np.zeros(ncell, np.int64)
+    cell_layer = np.zeros(ncell, np.int64)
+    fast_reads = np.zeros(ncell, np.int64)
+    read_misses = np.zeros(ncell, np.int64)
+    prefetches = np.zeros(ncell, np.int64)
+    # pass 2: the same cells, filled
+    cell_of[:] = -1
+    ncell = 0
+    first = 0
+    for i in range(n):
+        if i > 0 and step[i] != step[i - 1]:
+            first = ncell
+        if op[i] == 0:
+            l = layer[i]
+            c = cell_of[l]
+            if c < first:
+                c = ncell
+                ncell += 1
+                cell_of[l] = c
+                cell_step[c] = step[i]
+                cell_layer[c] = l
+            if read_hit[i]:
+                fast_reads[c] += 1
+            else:
+                read_misses[c] += 1
+            if with_prefetch:
+                prefetches[c] += event_prefetches[i]
+    return cell_step, cell_layer, fast_reads, read_misses, prefetches
+
+
+@dataclass(frozen=True)
+class StepLayerReads:
+    """What each (step, layer) with reads asked of the tiers, one element per such cell, cells in
+    step order: reads served by the fast tier (H), read misses fetched from the slow tier, bypasses
+    (no_victim) included (M), prefetches those reads issued, from the slow tier (P)."""
+    step: np.ndarray
+    layer: np.ndarray
+    fast_reads: np.ndarray
+    read_misses: np.ndarray
+    prefetches: np.ndarray
+
+
+def layer_time_ns(fast_entries, slow_entries, params: PolicyParams) -> np.ndarray:
+    """The model's time of one layer of one step, ns: the two tiers work in parallel, each pays its
+    latency once (a layer's reads issue together) if it serves anything, plus bytes / bandwidth;
+    GB/s = 10^9 bytes/s is bytes per ns."""
+    fast_entries = np.asarray(fast_entries, np.float64)
+    slow_entries = np.asarray(slow_entries, np.float64)
+    b = params.entry_bytes
+    fast = np.where(fast_entries > 0, params.fast_lat_ns, 0.0) + fast_entries * b / params.fast_gbytes_s
+    slow = np.where(slow_entries > 0, params.slow_lat_us * 1e3, 0.0) + slow_entries * b / params.slow_gbytes_s
+    return np.maximum(fast, slow)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Modelled time of every step with reads (layers in sequence: the sum of its layers' times),
+    µs: as replayed, and the two references with every read served by the fast tier or every read
+    by the slow tier (no prefetch)."""
+    step: np.ndarray
+    us: np.ndarray
+    us_all_fast: np.ndarray
+    us_all_slow: np.ndarray
+
+
+def modelled_step_times(cells: StepLayerReads, params: PolicyParams) -> StepTimes:
+    """Sum the layers of each step (the cells of a step are contiguous)."""
+    reads = cells.fast_reads + cells.read_misses
+    if not reads.size:
+        empty = np.zeros(0, np.float64)
+        return StepTimes(np.zeros(0, np.int64), empty, empty, empty)
+    starts = np.flatnonzero(np.r_[True, cells.step[1:] != cells.step[:-1]])
+
+    def per_step(fast, slow):
+        return np.add.reduceat(layer_time_ns(fast, slow, params), starts) / 1e3
+    none = np.zeros_like(reads)
+    return StepTimes(cells.step[starts], per_step(cells.fast_reads, cells.read_misses + cells.prefetches),
+                     per_step(reads, none), per_step(none, reads))
+
+
+# ----------------------------------------------------------------------------------------------
 # Python API
 # ----------------------------------------------------------------------------------------------
 
@@ -1023,9 +1162,35 @@ class ReplayResult:
     per_queue: np.ndarray          # int64 [n_queues, N_QCOUNTS]
     per_queue_score: np.ndarray    # float64 [n_queues, 2]: sum of read scores, sum of hit scores
     victims: np.ndarray | None = field(default=None, repr=False)
+    #: the replayed trace, and per event 1 for a read hit and the prefetches it issued (length 1
+    #: when the replay did not prefetch): what step_layer_reads counts
+    trace: Trace | None = field(default=None, repr=False)
+    read_hit: np.ndarray | None = field(default=None, repr=False)
+    event_prefetches: np.ndarray | None = field(default=None, repr=False)
 
     def total(self, name: str) -> int:
         return int(self.per_queue[:, QCOUNT_NAMES.index(name)].sum())
+
+    def step_layer_reads(self) -> StepLayerReads:
+        """H, M and P of every (step, layer) with reads, exactly as replayed."""
+        t = self.trace
+        return StepLayerReads(*_count_step_layer_reads(t.step, t.layer, t.op, self.read_hit, self.event_prefetches,
+                                                       np.int64(t.n_layers)))
+
+    def step_times(self) -> StepTimes:
+        """The modelled time of every step with reads, with this replay's parameters."""
+        return modelled_step_times(self.step_layer_reads(), self.params)
+
+    def step_time_summary(self) -> dict:
+        """The modelled time per decode step: its parameters, the number of steps it averages over
+        (those with reads) and the means, µs (0 without reads)."""
+        out = {name: float(getattr(self.params, name)) for name in TIMING_PARAMS}
+        times = self.step_times()
+        out["modelled_steps"] = int(times.step.size)
+        for key, v in (("modelled_step_us", times.us), ("modelled_step_us_all_fast", times.us_all_fast),
+                       ("modelled_step_us_all_slow", times.us_all_slow)):
+            out[key] = float(v.mean()) if v.size else 0.0
+        return out
 
     def summary(self, per_queue: bool = False) -> dict:
         """The contract's JSON object (plus prefetch accuracy, bytes moved and a per-queue digest)."""
@@ -1056,6 +1221,7 @@ class ReplayResult:
             "prefetch_bytes": prefetch_bytes,
             "bytes_moved": demand_bytes + prefetch_bytes,
             "n_queues": self.n_layers * self.n_kv_heads,
+            **self.step_time_summary(),
             "params": policy_param_dict(self.policy, self.params),
         }
         pq = self.per_queue
@@ -1093,14 +1259,15 @@ def policy_param_dict(policy: str, p: PolicyParams) -> dict:
     return {k: getattr(p, k) for k in POLICY_PARAMS[policy]}
 
 
-def accepted_params(policy: str, *, entry_bytes: bool = True, trigger: bool = True) -> tuple[str, ...]:
-    """The NAME=VALUE names a replay of ``policy`` takes: its own (POLICY_PARAMS); ``entry_bytes``
-    (it sizes every policy's bytes-moved figures) unless the caller reports no bytes; and, for a
-    prefetching policy, ``prefetch_trigger_all`` (not a policy parameter: ``prefetch.pop_trigger``)
-    unless the caller has no trigger to set."""
+def accepted_params(policy: str, *, reporting: bool = True, trigger: bool = True) -> tuple[str, ...]:
+    """The NAME=VALUE names a replay of ``policy`` takes: its own (POLICY_PARAMS); REPORTING_PARAMS
+    (``entry_bytes`` and the step-time model's: they size every policy's bytes-moved and step-time
+    figures) unless the caller reports neither; and, for a prefetching policy,
+    ``prefetch_trigger_all`` (not a policy parameter: ``prefetch.pop_trigger``) unless the caller
+    has no trigger to set."""
     names = list(POLICY_PARAMS[policy])
-    if entry_bytes:
-        names.append("entry_bytes")
+    if reporting:
+        names += REPORTING_PARAMS
     if trigger and "window" in names:
         names.append("prefetch_trigger_all")
     return tuple(names)
@@ -1148,6 +1315,10 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     ``record_victims``: also return, per event, the position the demand insert of
     that event evicted (-1: none, -2: no evictable entry, the miss bypassed the
     fast tier). Prefetch inserts' victims are not recorded.
+
+    Per-event read hits and prefetch counts are always recorded (1 byte per event, and 4
+    with a prefetch window) for the modelled step time, which needs the steps in order: a
+    trace whose step decreases is refused, as ``load_trace`` refuses it.
     """
     if policy not in POLICIES:
         raise CxlkvError(f"unknown policy '{policy}'; valid policies: {', '.join(POLICIES)}")
@@ -1175,21 +1346,28 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     qcounts = np.zeros((nq, N_QCOUNTS), np.int64)
     qscores = np.zeros((nq, 2), np.float64)
     victims = np.full(n if record_victims else 1, -1, np.int64)
+    # per event, for the step-time model (1 byte per event; prefetch counts only with a window)
+    read_hit = np.zeros(n, np.uint8)
+    event_prefetches = np.zeros(n if params.window else 1, np.int32)
+    if n and np.any(trace.step[1:] < trace.step[:-1]):
+        # the step-time model groups a step's events by adjacency (the contract's order)
+        i = int(np.flatnonzero(trace.step[1:] < trace.step[:-1])[0]) + 1
+        raise CxlkvError(f"key 'step', event {i}: step decreases ({int(trace.step[i - 1])} -> {int(trace.step[i])})")
     if n and policy == "lru":
         _replay_lru(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
                     trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries), record_victims, victims,
-                    qcounts, qscores)
+                    read_hit, qcounts, qscores)
     elif n and policy == "hw" and params.window == 0:
         ftab, ftab_long = hw_tables(params)
         _replay_hw_buckets(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step,
                            trace.pos, trace.op, trace.score, np.int64(maxpos + 1), np.int64(entries),
                            _iparams(params), ftab, ftab_long, np.int64(hw_bucket_count(params)), record_victims,
-                           victims, qcounts, qscores)
+                           victims, read_hit, qcounts, qscores)
     elif n:
         _replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq),
                      trace.step, trace.pos, trace.op, trace.score,
                      np.int64(maxpos + 1 + params.window), np.int64(_POLICY_ID[policy]), np.int64(entries),
-                     _iparams(params, prefetch_trigger), *hw_tables(params), record_victims, victims, qcounts,
-                     qscores)
+                     _iparams(params, prefetch_trigger), *hw_tables(params), record_victims, victims, read_hit,
+                     event_prefetches, qcounts, qscores)
     return ReplayResult(policy, entries, params, trace.n_layers, trace.n_kv_heads, n, qcounts, qscores,
-                        victims if record_victims else None)
+                        victims if record_victims else None, trace, read_hit, event_prefetches)

@@ -47,11 +47,12 @@ def positive_float(text: str) -> float:
     return v
 
 
-def name_values(items, option: str, *, valid=None, noun: str = "name", strings=()) -> dict:
+def name_values(items, option: str, *, valid=None, noun: str = "name", strings=(), numbers=()) -> dict:
     """``NAME=VALUE`` items (``option``'s, for the messages) as ``{NAME: VALUE}``: VALUE an integer in
-    any base Python reads, or the text itself for a NAME in ``strings``; NAME one of ``valid`` (a
-    ``noun``) when that is given, and given once (a repeat would otherwise silently win). Anything
-    else raises CxlkvError naming the item."""
+    any base Python reads, the text itself for a NAME in ``strings``, or a float for a NAME in
+    ``numbers`` (also after a ``POLICY:`` prefix; its range is the caller's to check); NAME one of
+    ``valid`` (a ``noun``) when that is given, and given once (a repeat would otherwise silently
+    win). Anything else raises CxlkvError naming the item."""
     from cxlkv.errors import CxlkvError
     out, given = {}, {}
     for item in items:
@@ -66,6 +67,12 @@ def name_values(items, option: str, *, valid=None, noun: str = "name", strings=(
         given[name] = item
         if name in strings:
             out[name] = value
+            continue
+        if name.rpartition(":")[2] in numbers:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                raise CxlkvError(f"bad {option} {item!r}: {value!r} is not a number") from None
             continue
         try:
             out[name] = int(value, 0)

@@ -6,7 +6,8 @@ HELP = "policy simulator: replay a trace through lru/min/h2o/tova/streaming/ema/
 POLICIES = ("lru", "min", "h2o", "tova", "streaming", "ema", "ema+prefetch", "hw")
 
 _PARAM_HELP = """\
-policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1):
+policy parameters (--param NAME=VALUE, integers but for the step-time model's four, which take
+any positive number; UQ0.16 means 0..65535 for 0..1):
   h2o_recent=50         h2o: percent of the budget kept for the newest positions (H2O's recent
                         window; 0: accumulated attention alone)
   sinks=4               streaming: positions 0..sinks-1 kept
@@ -21,7 +22,12 @@ policy parameters (--param NAME=VALUE, integers; UQ0.16 means 0..65535 for 0..1)
   hw_pinned=0           hw: positions 0..pinned-1 never evicted
   hw_write_sample=0     hw: sample a write folds into the EMA (UQ0.16)
   hw_read_credit=0      hw: added to each read's sample (UQ0.16, saturating)
-  entry_bytes=512       bytes per entry for the bytes-moved figures
+  entry_bytes=512       every policy: bytes per entry (bytes moved, modelled step time)
+  fast_lat_ns=250       every policy, modelled step time: fast tier (device DRAM over CXL)
+                        latency, ns (measured CXL load-to-use: 140-410 ns)
+  fast_gbytes_s=64          ... fast tier bandwidth, GB/s = 10^9 bytes/s (a CXL x16 Gen5 link)
+  slow_lat_us=50        ... slow tier (flash) read latency, us (an assumption: NAND)
+  slow_gbytes_s=14          ... slow tier bandwidth, GB/s (an assumption: a Gen5 x4 SSD)
 `policy replay` also takes --param prefetch_trigger_all (only with window > 0, refused otherwise):
 1 (default) every read starts a prefetch window, 0 only demand misses (the controller's
 PREFETCH.trigger; `ctl replay` takes the same). MIN (Belady) is the most read hits a policy
@@ -29,7 +35,11 @@ without prefetch can get on a trace where a position is written only as its firs
 append: tracegen's traces and the dumps); prefetching policies can exceed it, and it bounds
 neither attention recall nor traces that write a position after accessing it. bytes_moved and
 demand_bytes count every read miss (fills), also one that bypassed the fast tier (no_victim).
-The exact rules are in docs/policy.md."""
+modelled_step_us is an analytic model, not a measurement: per step and layer, max(fast tier:
+latency + hits x entry_bytes / bandwidth, slow tier: latency + (misses + prefetches) x
+entry_bytes / bandwidth), a tier's latency only if it serves anything; layers summed; the mean
+over the steps that read. It leaves out queueing, other traffic on the link, compute overlap and
+writes. The exact rules are in docs/policy.md."""
 
 _BUDGET_HELP = ("resident entries per queue: an integer, or a percentage of the trace's context "
                 "(max position + 1), e.g. 10%% (rounded up)")
@@ -74,8 +84,9 @@ def add_arguments(p):
 
 
 def _params(items):
+    from cxlkv.models.policy import TIMING_PARAMS
     from cxlkv.sw.argtypes import name_values
-    return name_values(items, "--param")
+    return name_values(items, "--param", numbers=TIMING_PARAMS)
 
 
 def _budget(text, trace):
@@ -168,6 +179,10 @@ def _replay(args):
     print(f"writes {s['writes']}  fills {s['fills']}  evictions {s['evictions']}  "
           f"prefetches {s['prefetches']} (hits {s['prefetch_hits']}, accuracy {s['prefetch_accuracy']:.3f})")
     print(f"bytes moved {s['bytes_moved']} (demand {s['demand_bytes']}, prefetch {s['prefetch_bytes']})")
+    print(f"modelled time per decode step {s['modelled_step_us']:.2f} us (every read from the fast tier "
+          f"{s['modelled_step_us_all_fast']:.2f}, from the slow tier {s['modelled_step_us_all_slow']:.2f}; "
+          f"mean of {s['modelled_steps']} steps with reads)")
+    print(f"  model (docs/policy.md): {timing_label(s)}")
     if s["no_victim"]:
         print(f"misses with no evictable entry (bypassed): {s['no_victim']}")
     if args.per_queue:
@@ -176,6 +191,12 @@ def _replay(args):
             print(f"{r['layer']:5d}  {r['head']:4d}  {r['reads']:5d}  {r['read_hits']:4d}  {r['hit_rate']:8.4f}  "
                   f"{r['attention_recall']:16.4f}")
     return 0
+
+
+def timing_label(p) -> str:
+    """The step-time model's parameters, as the figures state them: ``p`` a summary or its row."""
+    return (f"fast tier {p['fast_lat_ns']:.10g} ns, {p['fast_gbytes_s']:.10g} GB/s; slow tier "
+            f"{p['slow_lat_us']:.10g} us, {p['slow_gbytes_s']:.10g} GB/s; {p['entry_bytes']} B entries")
 
 
 def _sweep_sources(args):
@@ -245,7 +266,12 @@ def _load(path):
 
 CSV_FIELDS = ("trace", "family", "policy", "budget_pct", "entries", "events", "reads", "read_hits", "hit_rate",
               "attention_recall", "hit_rate_vs_min", "writes", "fills", "evictions", "prefetches",
-              "prefetch_hits", "prefetch_accuracy", "bytes_moved", "no_victim", "params")
+              "prefetch_hits", "prefetch_accuracy", "bytes_moved", "no_victim", "params",
+              # appended 2026-12-02: the modelled time per decode step and the parameters it used
+              "modelled_step_us", "modelled_step_us_all_fast", "modelled_step_us_all_slow", "entry_bytes",
+              "fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s")
+#: columns written with %g (parameters) rather than six decimals
+_CSV_PARAMS = ("fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s")
 
 
 def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
@@ -283,7 +309,9 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
                                             "writes", "fills", "evictions", "prefetches", "prefetch_hits",
                                             "prefetch_accuracy", "bytes_moved", "no_victim")},
                        "hit_rate_vs_min": s["hit_rate"] / mn if mn else 0.0,
-                       "params": json.dumps(s["params"], sort_keys=True)}
+                       "params": json.dumps(s["params"], sort_keys=True),
+                       **{k: s[k] for k in ("modelled_step_us", "modelled_step_us_all_fast",
+                                            "modelled_step_us_all_slow", "entry_bytes", *_CSV_PARAMS)}}
                 trows.append(row)
             if log:
                 log(f"{label} {pct}%: " + "  ".join(f"{r['policy']} {r['hit_rate']:.3f}"
@@ -297,31 +325,50 @@ def sweep(sources, policies, budgets, overrides, out_dir, png=True, log=None):
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
         for row in rows:
-            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in row.items()})
+            w.writerow({k: (f"{v:.10g}" if k in _CSV_PARAMS else f"{v:.6f}" if isinstance(v, float) else v)
+                        for k, v in row.items()})
     (out_dir / "sweep.md").write_text(markdown(rows, [label for label, _, _ in sources], policies, budgets))
     return rows
 
 
 def markdown(rows, labels, policies, budgets):
-    """Tables of hit rate, attention recall and bytes moved: a row per (trace, policy), a column per budget."""
-    def table(metric, title, fmt):
+    """Tables of hit rate, attention recall, bytes moved and modelled step time: a row per (trace,
+    policy), a column per budget."""
+    def cell(label, pol, b):
+        return next((r for r in rows if r["trace"] == label and r["policy"] == pol and r["budget_pct"] == b), None)
+
+    def table(metric, title, fmt, references=()):
         head = "| trace | policy | " + " | ".join(f"{b}%" for b in budgets) + " |"
         lines = [f"#### {title}", "", head, "|" + " --- |" * (len(budgets) + 2)]
         for label in labels:
             for pol in policies:
                 cells = []
                 for b in budgets:
-                    r = next((r for r in rows if r["trace"] == label and r["policy"] == pol
-                              and r["budget_pct"] == b), None)
+                    r = cell(label, pol, b)
                     cells.append(fmt(r[metric]) if r else "")
                 name = f"**{pol}**" if pol == "hw" else pol
                 lines.append(f"| {label} | {name} | " + " | ".join(cells) + " |")
+            for name, key in references:
+                # the same for every policy and budget (no replay decides them): the first policy's
+                cells = [fmt(cell(label, policies[0], b)[key]) if cell(label, policies[0], b) else ""
+                         for b in budgets]
+                lines.append(f"| {label} | *{name}* | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
+
+    # the step time's parameters head its table when every row shares them; else they are per
+    # policy (sweep.csv has them) and the references, which depend on them, are left out
+    timings = {timing_label(r) for r in rows}
+    shared = len(timings) == 1
+    used = timings.pop() if shared else "parameters per policy: sweep.csv"
+    step_title = f"Modelled time per decode step (µs; {used}; docs/policy.md, \"Modelled time per decode step\")"
     return "\n".join([table("hit_rate", "Hit rate (read_hits / reads)", lambda v: f"{v:.3f}"),
                       table("attention_recall", "Attention recall", lambda v: f"{v:.3f}"),
                       table("bytes_moved",
                             "Bytes moved from the slow tier: read misses + prefetches (MB, 512 B entries)",
-                            lambda v: f"{v / 1e6:.0f}")])
+                            lambda v: f"{v / 1e6:.0f}"),
+                      table("modelled_step_us", step_title, lambda v: f"{v:.1f}",
+                            (("every read from the fast tier", "modelled_step_us_all_fast"),
+                             ("every read from the slow tier", "modelled_step_us_all_slow")) if shared else ())])
 
 
 #: One look per policy, distinguishable in a palette PNG and in greyscale (marker + colour).

@@ -307,7 +307,8 @@ class Device:
         no rate limit. ``prefetch_trigger_all`` (not a policy parameter): 1 (default) every read
         triggers, as ``policy replay``'s default ``prefetch_trigger`` (TRIGGER_READ); 0 demand misses
         only (``policy.replay(..., prefetch_trigger=TRIGGER_MISS)``). Any other name (another policy's
-        parameter, or ``entry_bytes``: the device reports no bytes moved) is refused (``replay_params``).
+        parameter, or a reporting one, ``entry_bytes`` or the step-time model's: the device reports
+        neither bytes moved nor a modelled time) is refused (``replay_params``).
 
         ``via``: ``events`` drives the tracker's direct event port; ``hdm`` sends the trace as the
         host would: the HDM window packed over the device's geometry (512-byte entries at
@@ -337,12 +338,13 @@ class Device:
 
 def replay_params(overrides: dict):
     """``(PolicyParams, prefetch trigger)`` of a device replay from its NAME=VALUE ``overrides``:
-    ``hw`` parameters and ``prefetch_trigger_all``; any other name (another policy's, or
-    ``entry_bytes``: the device reports no bytes moved) is refused, not ignored."""
+    ``hw`` parameters and ``prefetch_trigger_all``; any other name (another policy's, or a reporting
+    one, ``policy.REPORTING_PARAMS``: the device reports neither bytes moved nor a modelled time) is
+    refused, not ignored."""
     from cxlkv.models import policy as P
     from cxlkv.models import prefetch as PF
     overrides = dict(overrides)
-    P.refuse_foreign_params("hw", overrides, P.accepted_params("hw", entry_bytes=False), ConfigError,
+    P.refuse_foreign_params("hw", overrides, P.accepted_params("hw", reporting=False), ConfigError,
                             subject="policy 'hw' on the device")
     trigger_given = "prefetch_trigger_all" in overrides
     trigger_all = PF.pop_trigger(overrides, ConfigError)

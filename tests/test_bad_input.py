@@ -216,8 +216,9 @@ def test_ctl_refuses_a_name_given_twice(tmp_path, capsys, argv, message):
 
 
 def test_ctl_replay_refuses_a_parameter_hw_does_not_take(tmp_path, capsys):
-    """ctl replay takes what policy replay --policy hw takes, less entry_bytes (the device reports
-    no bytes moved): another policy's parameter is refused, not ignored; the driver's API too."""
+    """ctl replay takes what policy replay --policy hw takes, less the reporting parameters
+    (entry_bytes, the step-time model's: the device reports neither bytes moved nor a modelled
+    time): another policy's parameter is refused, not ignored; the driver's API too."""
     from cxlkv.models.trace import save_trace
     from cxlkv.models.tracegen import synth
     from cxlkv.sw.driver import ConfigError
@@ -227,7 +228,7 @@ def test_ctl_replay_refuses_a_parameter_hw_does_not_take(tmp_path, capsys):
     save_trace(path, trace)
     taken = ("hw_alpha, hw_tau, hw_rank_tau, hw_rank_tau_long, hw_bucket_bits, hw_pinned, hw_write_sample, "
              "hw_read_credit, window, prefetch_trigger_all")
-    for param in ("ema_alpha=5", "entry_bytes=64", "bogus=1"):
+    for param in ("ema_alpha=5", "entry_bytes=64", "fast_lat_ns=250", "bogus=1"):
         assert cli.main(["ctl", "replay", str(path), "-C", "2", "--param", param]) == 2
         name = param.split("=")[0]
         assert _err(capsys) == (f"cxlkv: error: {name}: not a parameter of policy 'hw' on the device "

@@ -272,7 +272,7 @@ def test_param_help_states_the_model_defaults():
     import re
 
     from cxlkv.sw import cli_policy
-    stated = dict(re.findall(r"^  (\w+)=(\d+)", cli_policy._PARAM_HELP, re.M))
+    stated = dict(re.findall(r"^  (\w+)=(\d+)", cli_policy._PARAM_HELP, re.M))     # whole-number defaults
     assert {k: int(v) for k, v in stated.items()} == P.PolicyParams().__dict__
     assert cli_policy.POLICIES == P.POLICIES
 
@@ -280,7 +280,8 @@ def test_param_help_states_the_model_defaults():
 def test_replay_refuses_a_parameter_its_policy_would_ignore(trace_file, capsys):
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
                      "--param", "hw_alpha=5"]) == 2
-    assert "hw_alpha: not a parameter of policy 'lru' (its parameters: entry_bytes)" in capsys.readouterr().err
+    assert ("hw_alpha: not a parameter of policy 'lru' (its parameters: entry_bytes, fast_lat_ns, fast_gbytes_s, "
+            "slow_lat_us, slow_gbytes_s)") in capsys.readouterr().err
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "ema", "--entries", "8",
                      "--param", "ema_tau=50"]) == 0
     assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
@@ -391,3 +392,71 @@ def test_replay_refuses_a_prefetch_trigger_without_a_window(trace_file, capsys, 
                      "--param", "prefetch_trigger_all=0", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cxlkv: error: prefetch_trigger_all: applies only with a prefetch window")
+
+
+def test_replay_reports_the_modelled_step_time_with_its_parameters(trace_file, capsys):
+    """Text and JSON give the modelled time per decode step, its two references and the parameters
+    it used (defaults, or --param, numbers not only integers, for every policy)."""
+    base = ["policy", "replay", str(trace_file), "--entries", "8"]
+    assert cli.main(base + ["--policy", "hw", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {k: out[k] for k in ("entry_bytes", "fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s")} == \
+        {"entry_bytes": 512, "fast_lat_ns": 250.0, "fast_gbytes_s": 64.0, "slow_lat_us": 50.0, "slow_gbytes_s": 14.0}
+    assert out["modelled_steps"] == 40                           # the decode steps; step 0 only writes
+    assert out["modelled_step_us_all_fast"] <= out["modelled_step_us"] <= out["modelled_step_us_all_slow"]
+    for policy in ("lru", "ema+prefetch"):
+        assert cli.main(base + ["--policy", policy, "--param", "fast_lat_ns=140.5", "--param", "slow_gbytes_s=2e1",
+                                "--param", "slow_lat_us=0.5", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert (out["fast_lat_ns"], out["slow_gbytes_s"], out["slow_lat_us"]) == (140.5, 20.0, 0.5)
+        want = P.replay(_trace(), policy, 8, fast_lat_ns=140.5, slow_gbytes_s=20, slow_lat_us=0.5).summary()
+        assert out["modelled_step_us"] == want["modelled_step_us"]
+    assert cli.main(base + ["--policy", "lru"]) == 0
+    text = capsys.readouterr().out
+    assert "modelled time per decode step" in text and "(every read from the fast tier" in text
+    assert "fast tier 250 ns, 64 GB/s; slow tier 50 us, 14 GB/s; 512 B entries" in text
+
+
+@pytest.mark.parametrize("value,message", [("0", "got 0.0"), ("-2", "got -2.0"), ("inf", "got inf"), ("nan", "got nan"),
+                                           ("1e400", "got inf"), ("fast", "'fast' is not a number")])
+@pytest.mark.parametrize("name", ["fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s"])
+def test_replay_refuses_a_timing_parameter_that_is_not_a_positive_finite_number(trace_file, capsys, name, value,
+                                                                               message):
+    assert cli.main(["policy", "replay", str(trace_file), "--policy", "lru", "--entries", "8",
+                     "--param", f"{name}={value}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cxlkv: error: ") and message in err and "Traceback" not in err
+    assert name in err and err.count("\n") == 1
+
+
+def test_sweep_reports_the_modelled_step_time(trace_file, tmp_path, capsys):
+    """sweep.csv keeps its columns, in order, and appends the step time and its parameters;
+    sweep.md has the step-time table, its parameters in the title, with the two references."""
+    out = tmp_path / "s"
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", "lru,hw", "--budgets", "10,50",
+                     "--param", "slow_lat_us=20", "--out", str(out), "--no-png"]) == 0
+    with open(out / "sweep.csv", newline="") as f:
+        header = next(csv.reader(f))
+    old = ["trace", "family", "policy", "budget_pct", "entries", "events", "reads", "read_hits", "hit_rate",
+           "attention_recall", "hit_rate_vs_min", "writes", "fills", "evictions", "prefetches", "prefetch_hits",
+           "prefetch_accuracy", "bytes_moved", "no_victim", "params"]
+    assert header[:len(old)] == old
+    assert header[len(old):] == ["modelled_step_us", "modelled_step_us_all_fast", "modelled_step_us_all_slow",
+                                 "entry_bytes", "fast_lat_ns", "fast_gbytes_s", "slow_lat_us", "slow_gbytes_s"]
+    rows = _csv(out / "sweep.csv")
+    for r in rows:
+        assert (r["fast_lat_ns"], r["fast_gbytes_s"], r["slow_lat_us"], r["slow_gbytes_s"]) == ("250", "64", "20", "14")
+        want = P.replay(_trace(), r["policy"], int(r["entries"]), slow_lat_us=20).summary()
+        assert float(r["modelled_step_us"]) == pytest.approx(want["modelled_step_us"], abs=1e-6)
+    md = (out / "sweep.md").read_text()
+    assert ("#### Modelled time per decode step (µs; fast tier 250 ns, 64 GB/s; slow tier 20 us, 14 GB/s; "
+            "512 B entries;") in md
+    fast = rows[0]["modelled_step_us_all_fast"]
+    assert f"| t | *every read from the fast tier* | {float(fast):.1f} | {float(fast):.1f} |" in md
+    assert "| t | *every read from the slow tier* |" in md
+    # parameters that differ between policies: the title says so, and no reference rows
+    assert cli.main(["policy", "sweep", "--traces", str(trace_file), "--policies", "lru,hw", "--budgets", "10",
+                     "--param", "hw:fast_gbytes_s=32.5", "--out", str(out), "--no-png"]) == 0
+    md = (out / "sweep.md").read_text()
+    assert "parameters per policy: sweep.csv" in md and "*every read from" not in md
+    assert {r["policy"]: r["fast_gbytes_s"] for r in _csv(out / "sweep.csv")} == {"lru": "64", "hw": "32.5"}

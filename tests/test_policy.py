@@ -48,8 +48,9 @@ def events(trace):
 # Independent implementation of the contract's lru and min (lists, linear scans)
 # ---------------------------------------------------------------------------------------------
 
-def contract_replay(trace, policy, C):
-    """lru / min exactly as ../shared/spec/contracts.md words them. Returns (counts, victims)."""
+def contract_replay(trace, policy, C, outcomes=None):
+    """lru / min exactly as ../shared/spec/contracts.md words them. Returns (counts, victims); fills
+    ``outcomes`` (a dict) with {read event: (hit, prefetches issued)} when given."""
     ev = list(events(trace))
     resident = {}      # queue -> list of positions
     last_use = {}      # (queue, pos) -> event index of last access (lru)
@@ -68,6 +69,8 @@ def contract_replay(trace, policy, C):
         if o == OP_READ:
             reads += 1
             sum_reads += x
+        if o == OP_READ and outcomes is not None:
+            outcomes[i] = (p in res, 0)
         if p in res:
             if o == OP_READ:
                 hits += 1
@@ -132,8 +135,9 @@ def hw_reference_key(meta, p, s, sample, params, rate, tln, prefetch):
     return (s + P.hw_retention(ema, tln)) >> params.hw_bucket_bits
 
 
-def reference_replay(trace, policy, C, params):
-    """Every policy by its rule in docs/policy.md, written for clarity, not speed."""
+def reference_replay(trace, policy, C, params, outcomes=None):
+    """Every policy by its rule in docs/policy.md, written for clarity, not speed. Fills ``outcomes``
+    (a dict) with {read event: (hit, prefetches issued)} when given."""
     ev = list(events(trace))
     qlist = {}
     for e in ev:
@@ -165,6 +169,9 @@ def reference_replay(trace, policy, C, params):
             if o == OP_READ:
                 tot["reads"] += 1
                 sum_reads += x
+            prefetches_before = tot["prefetches"]
+            if o == OP_READ and outcomes is not None:
+                outcomes[i] = (p in res, 0)
             todo = [(p, False)]
             if W and o == OP_READ:
                 todo += [(pp, True) for pp in range(max(0, p - W), min(newest, p + W) + 1) if pp != p]
@@ -232,6 +239,8 @@ def reference_replay(trace, policy, C, params):
                     if not is_pf:
                         victims[i] = victim
                 res[pp] = (key, is_pf)
+            if o == OP_READ and outcomes is not None:
+                outcomes[i] = (outcomes[i][0], tot["prefetches"] - prefetches_before)
     tot["attention_recall"] = sum_hits / sum_reads if sum_reads else 0.0
     return tot, victims
 
@@ -275,6 +284,123 @@ def test_hw_pinned_full_queue_bypasses_and_counts():
     s = r.summary()
     assert s["no_victim"] == 1 and s["evictions"] == 0 and s["read_hits"] == 1
     assert list(r.victims) == [-1, -1, -2, -1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Modelled time per decode step (docs/policy.md): H, M, P per (step, layer) exactly as replayed
+# ---------------------------------------------------------------------------------------------
+
+def naive_step_layer_reads(trace, outcomes):
+    """{(step, layer): [H, M, P]} from a reference replay's per-read outcomes (hit, prefetches)."""
+    cells = {}
+    for (i, s, q, _, o, _) in events(trace):
+        if o == OP_READ:
+            hit, prefetches = outcomes[i]
+            c = cells.setdefault((s, q // trace.n_kv_heads), [0, 0, 0])
+            c[0 if hit else 1] += 1
+            c[2] += prefetches
+    return cells
+
+
+def naive_step_time_means(cells, p):
+    """The docs' formula, term by term: (modelled, every read fast, every read slow), µs."""
+    def layer_ns(fast, slow):
+        fast_part = (p.fast_lat_ns if fast > 0 else 0) + fast * p.entry_bytes / (p.fast_gbytes_s * 1e9) * 1e9
+        slow_part = (p.slow_lat_us * 1e3 if slow > 0 else 0) + slow * p.entry_bytes / (p.slow_gbytes_s * 1e9) * 1e9
+        return max(fast_part, slow_part)
+    steps = sorted({s for s, _ in cells})
+    if not steps:
+        return 0.0, 0.0, 0.0
+    sums = [0.0, 0.0, 0.0]
+    for s in steps:
+        for (cs, _), (h, m, pf) in cells.items():
+            if cs == s:
+                sums[0] += layer_ns(h, m + pf) / 1e3
+                sums[1] += layer_ns(h + m, 0) / 1e3
+                sums[2] += layer_ns(0, h + m) / 1e3
+    return tuple(v / len(steps) for v in sums)
+
+
+def _random_timing(rng):
+    return dict(fast_lat_ns=rng.choice((250, 1.5, 400.25)), fast_gbytes_s=rng.choice((64, 0.75, 3)),
+                slow_lat_us=rng.choice((50, 0.001, 2.5)), slow_gbytes_s=rng.choice((14, 0.125, 100)),
+                entry_bytes=rng.choice((512, 64, 4096)))
+
+
+STEP_TIME_CASES = [("lru", {}), ("min", {})] + POLICY_CASES + [
+    ("hw", {"window": 2, "hw_pinned": 3}), ("hw", {"window": 1, "hw_pinned": 6})]   # bypassed misses and prefetches
+
+
+@pytest.mark.parametrize("policy,overrides", STEP_TIME_CASES)
+@pytest.mark.parametrize("seed", range(3))
+def test_step_layer_reads_and_step_time_equal_a_naive_replay(policy, overrides, seed):
+    """H (fast-tier reads), M (misses, bypasses included) and P (prefetches) of every (step, layer)
+    equal those of the independent replays above, and the step-time means equal the formula
+    evaluated term by term on them."""
+    rng = random.Random(seed * 31 + len(overrides))
+    trace = random_trace(seed + 300, n=rng.choice((150, 400)), n_layers=rng.choice((1, 3)),
+                         n_pos=rng.choice((6, 20)), p_write=rng.choice((0.1, 0.4)), max_step_gap=rng.choice((1, 9)),
+                         p_step=(0.2, 0.03)[seed % 2])
+    params = P.make_params(policy, **overrides, **_random_timing(rng))
+    for C in (1, 2, 5):
+        outcomes = {}
+        if policy in ("lru", "min"):
+            contract_replay(trace, policy, C, outcomes)
+        else:
+            reference_replay(trace, policy, C, params, outcomes)
+        want = naive_step_layer_reads(trace, outcomes)
+        r = P.replay(trace, policy, C, params=params)
+        cells = r.step_layer_reads()
+        got = {(int(s), int(la)): [int(h), int(m), int(pf)] for s, la, h, m, pf in
+               zip(cells.step, cells.layer, cells.fast_reads, cells.read_misses, cells.prefetches)}
+        assert got == want and len(got) == len(cells.step), (policy, overrides, seed, C)
+        assert (np.diff(cells.step) >= 0).all()
+        s = r.summary()
+        assert s["modelled_steps"] == len({k[0] for k in want})
+        for key, v in zip(("modelled_step_us", "modelled_step_us_all_fast", "modelled_step_us_all_slow"),
+                          naive_step_time_means(want, params)):
+            assert math.isclose(s[key], v, rel_tol=1e-12, abs_tol=1e-12), (key, policy, overrides, seed, C)
+
+
+@pytest.mark.parametrize("policy", P.POLICIES)
+@pytest.mark.parametrize("trigger", [0, 1])
+def test_step_layer_reads_add_up_to_the_counters(policy, trigger):
+    """Every read is H or M of its cell; M + P over the cells is every entry fetched from the slow
+    tier (fills + prefetches: bytes_moved / entry_bytes), with either prefetch trigger."""
+    trace = random_trace(77, n=900, n_layers=3, n_kv_heads=2, n_pos=30, p_step=0.05)
+    for C in (1, 4):
+        extra = {"hw_pinned": 2} if policy == "hw" and C == 1 else {}
+        window = {"window": 2} if policy == "hw" else {}
+        r = P.replay(trace, policy, C, prefetch_trigger=trigger, **window, **extra)
+        s, c = r.summary(), r.step_layer_reads()
+        assert c.fast_reads.sum() == s["read_hits"] and c.read_misses.sum() == s["fills"]
+        assert c.prefetches.sum() == s["prefetches"]
+        assert (c.read_misses.sum() + c.prefetches.sum()) * s["entry_bytes"] == s["bytes_moved"]
+
+
+def test_step_time_worked_example():
+    """docs/policy.md's example, by hand: step 0 writes only (not averaged), step 1 reads."""
+    rows = [(0, 0, 0, 1, 0.0), (0, 1, 0, 1, 0.0),               # (step, layer, pos, op, score)
+            (1, 0, 0, 0, 0.5), (1, 0, 5, 0, 0.5), (1, 1, 0, 0, 1.0)]
+    a = np.array(rows, dtype=object)
+    t = Trace(a[:, 0].astype(np.int32), a[:, 1].astype(np.uint16), np.zeros(5, np.uint16),
+              a[:, 2].astype(np.uint32), a[:, 3].astype(np.uint8), a[:, 4].astype(np.float32), 2, 1).validate()
+    s = P.replay(t, "lru", 4, entry_bytes=100, fast_lat_ns=100, fast_gbytes_s=1, slow_lat_us=1, slow_gbytes_s=0.5).summary()
+    # layer 0: H = 1, M = 1 -> max(100 + 100, 1000 + 200) = 1200 ns; layer 1: H = 1 -> 200 ns
+    assert s["modelled_steps"] == 1
+    assert math.isclose(s["modelled_step_us"], 1.4)
+    assert math.isclose(s["modelled_step_us_all_fast"], 0.3 + 0.2)       # 100 + 2 x 100; 100 + 100
+    assert math.isclose(s["modelled_step_us_all_slow"], 1.4 + 1.2)       # 1000 + 2 x 200; 1000 + 200
+    empty = P.replay(Trace(*(np.zeros(0, d) for d in (np.int32, np.uint16, np.uint16, np.uint32, np.uint8,
+                                                     np.float32)), 1, 1), "lru", 1).summary()
+    assert empty["modelled_steps"] == 0 and empty["modelled_step_us"] == 0.0
+
+
+@pytest.mark.parametrize("value", [0, -1.0, math.inf, math.nan, True, "5"])
+@pytest.mark.parametrize("name", P.TIMING_PARAMS)
+def test_timing_parameters_must_be_positive_finite_numbers(name, value):
+    with pytest.raises(CxlkvError, match=f"'{name}' must be a positive finite number"):
+        P.make_params("lru", **{name: value})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,7 +542,8 @@ def _core(trace, policy_id, C, params):
     ip = P._iparams(params)
     P._replay_core(trace.layer, trace.head, np.int64(trace.n_kv_heads), np.int64(nq), trace.step, trace.pos,
                    trace.op, trace.score, np.int64(int(trace.pos.max()) + 1 + params.window), np.int64(policy_id),
-                   np.int64(C), ip, *P.hw_tables(params), True, vic, qc, qs)
+                   np.int64(C), ip, *P.hw_tables(params), True, vic, np.zeros(n, np.uint8),
+                   np.zeros(n if params.window else 1, np.int32), qc, qs)
     return qc, qs, vic
 
 
