@@ -1,17 +1,15 @@
-"""The controller top level (being integrated; docs/controller.md).
+"""The controller top level (docs/controller.md; the whole picture in docs/architecture.md).
 
-Today: the register block (AXI4-Lite), geometry constants, the per-queue
-storage-format table behind FMT_SEL/FMT_DATA, the cold-list ring memory, and the
-access tracker (hdl/tracker.py) with
-
-* an ``event`` input stream and a ``decision`` output stream: the stand-in for the HDM
-  address decode and the tier mover, which join with the integration issue;
-* its per-position metadata and link regions in on-chip ``lib.memory`` RAMs behind
-  :class:`TrackerMemory` (small geometries), or as memory ports on the top (``external``:
-  device DRAM behind them);
-* its configuration from the registers (QUEUE_BUDGET, PINS, ALPHA, and TAU through the
-  scoring unit's decay-rate divider), its counters into the register block's 64-bit
-  counters, CONTROL.enable holding it cleared while 0, CONTROL.counters_clear.
+The register block (AXI4-Lite, generated from hdl/regs.rdl), the geometry, the per-queue
+storage-format table behind FMT_SEL/FMT_DATA, the cold-list ring, and around the access
+tracker (hdl/tracker.py): the HDM address decode and hint path in front of it (``access``,
+``hint`` in, ``route`` out; a direct ``event`` port beside it), the phase detector on the
+events it accepts, the tier mover behind it (DRAM/flash models or memory ports), the prefetch
+engine inserting through its prefetch input; as build options the host data path with the
+quantizer (``host_data``) and, on its CXL.mem side, the BI-snoop engine (``bisnoop``). The
+tracker's metadata lives in on-chip ``lib.memory`` RAMs (small geometries) or behind memory
+ports on the top (``external``). Configuration comes from the registers, counters go to the
+register block's 64-bit counters, CONTROL.enable holds the blocks cleared while 0.
 
 CAPS says which blocks are present.
 """

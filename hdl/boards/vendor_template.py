@@ -18,9 +18,10 @@ What the template does with HDM traffic today, one transaction at a time:
 MemRd/MemRdData become an AXI4 read and a DRS MemData (an AXI error or
 poison answers MemData-NXM), MemWr/MemWrPtl an AXI4 write (byte enables as
 WSTRB) and an NDR Cmp, MemInv an NDR Cmp. Every other opcode and every BIRsp
-is accepted and counted in ``unsupported``: they belong to the BI-snoop
-engine and the tracker, which join the controller with the integration issue
-(the policy then sits between these streams and ``m_axi``). No BISnp is sent,
+is accepted and counted in ``unsupported``: the BI-snoop engine and the
+tracker are in the controller (``Controller(host_data=True, bisnoop=True)``
+takes CXL.mem itself), but this template does not route its streams through
+them yet; it uses the controller for its registers only. No BISnp is sent,
 and no meta state is kept: NDR and DRS carry MetaField NoOp and echo the
 request's MetaValue.
 A write's AXI error response (BRESP) is not reported: the NDR is Cmp
