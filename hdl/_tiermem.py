@@ -56,16 +56,18 @@ class TierMemory(wiring.Component):
 
     @staticmethod
     def _check(depth, line_bits, addr_bits, max_reads, latency_bits, init):
-        if not isinstance(depth, int) or depth < 1:
+        def whole(v):                        # an int, not a bool (True would build one line)
+            return isinstance(v, int) and not isinstance(v, bool)
+        if not whole(depth) or depth < 1:
             raise TierMemoryError(f"tier memory: depth must be a positive integer, got {depth!r}")
-        if not isinstance(line_bits, int) or line_bits < 1:
+        if not whole(line_bits) or line_bits < 1:
             raise TierMemoryError(f"tier memory: line_bits must be a positive integer, got {line_bits!r}")
         addr_bits = _bits(depth) if addr_bits is None else addr_bits
-        if addr_bits < _bits(depth):
-            raise TierMemoryError(f"tier memory: {addr_bits} address bits cannot reach {depth} lines")
-        if not isinstance(max_reads, int) or max_reads < 2 or max_reads & (max_reads - 1):
+        if not whole(addr_bits) or addr_bits < _bits(depth):
+            raise TierMemoryError(f"tier memory: {addr_bits!r} address bits cannot reach {depth} lines")
+        if not whole(max_reads) or max_reads < 2 or max_reads & (max_reads - 1):
             raise TierMemoryError(f"tier memory: max_reads must be a power of two >= 2, got {max_reads!r}")
-        if not isinstance(latency_bits, int) or not 1 <= latency_bits <= 14:
+        if not whole(latency_bits) or not 1 <= latency_bits <= 14:
             raise TierMemoryError(f"tier memory: latency_bits must be in 1 .. 14, got {latency_bits!r}")
         if len(init) > depth:
             raise TierMemoryError(f"tier memory: {len(init)} initial lines for a depth of {depth}")

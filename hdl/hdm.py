@@ -68,11 +68,15 @@ class OutBuf(Elaboratable):
 
 
 class Hdm(wiring.Component):
-    """HDM decode + hint path; parameters as :class:`cxlkv.models.hdm.HdmGeometry`."""
+    """HDM decode + hint path; parameters as :class:`cxlkv.models.hdm.HdmGeometry`, integers (not
+    bools) in the ranges of ``cxlkv.models.hdm.GEOMETRY_BOUNDS``, ``n_positions`` a power of two."""
 
     def __init__(self, n_layers=4, n_kv_heads=2, n_positions=1024, addr_width=52, tag_width=16, hint_depth=8):
         with refusals(self):
-            require_int(self, "tag_width", tag_width, 1)
+            given = dict(n_layers=n_layers, n_kv_heads=n_kv_heads, n_positions=n_positions, addr_width=addr_width,
+                         tag_width=tag_width, hint_depth=hint_depth)
+            for name, (lo, hi) in M.GEOMETRY_BOUNDS.items():      # named as the block's, before the model's
+                require_int(self, name, given[name], lo, hi)
             self.geom = g = M.HdmGeometry(n_layers, n_kv_heads, n_positions, addr_width, tag_width, hint_depth)
         self.event_layout = TrackerGeometry(n_layers, n_kv_heads, n_positions, 128).event_layout()
         self.access_layout = data.StructLayout({"addr": addr_width, "write": 1, "tag": tag_width})

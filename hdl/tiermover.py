@@ -44,6 +44,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from cxlkv.hdl._params import refusals, require_bool, require_int
 from cxlkv.models import tiermover as M
 
 
@@ -116,10 +117,11 @@ class TierMover(wiring.Component):
 
     Parameters: ``n_queues``, ``n_positions`` (power of two), ``frames_per_queue`` (C),
     ``lines_per_entry``, ``line_bits``, ``depth`` (jobs in flight, power of two >= 2),
-    ``buf_lines`` (line buffer of each engine; default ``lines_per_entry``), ``counter_width``,
-    ``host_ops`` (host line operations: ``cmd.host``/``cmd.line``, ``host_wdata``, ``host_rsp``),
-    ``host_rsp_depth`` (with ``host_ops``: the response buffer, host ops answered but not yet taken,
-    a power of two >= 2).
+    ``buf_lines`` (line buffer of each engine, >= 1; default ``lines_per_entry``), ``counter_width``
+    (>= 1), ``host_ops`` (a bool: host line operations, ``cmd.host``/``cmd.line``, ``host_wdata``,
+    ``host_rsp``), ``host_rsp_depth`` (with ``host_ops``: the response buffer, host ops answered but
+    not yet taken, a power of two >= 2). Every count is an int (not a bool); a value the block cannot
+    build raises :class:`cxlkv.models.tiermover.TierMoverConfigError` naming it.
 
     ``max_reads``: the most reads the mover keeps outstanding on each port (a memory model behind a
     port needs room for that many answers): ``buf_lines``, plus ``host_rsp_depth`` with ``host_ops``.
@@ -128,21 +130,18 @@ class TierMover(wiring.Component):
     def __init__(self, n_queues=4, n_positions=64, frames_per_queue=4, lines_per_entry=8, line_bits=512,
                  depth=8, buf_lines=None, counter_width=32, host_ops=False, host_rsp_depth=4):
         buf_lines = lines_per_entry if buf_lines is None else buf_lines
-        try:
+        err = M.TierMoverConfigError
+        with refusals(self):
             self.cfg = cfg = M.TierMoverConfig(n_queues, n_positions, frames_per_queue, lines_per_entry, line_bits)
-            if depth < 2 or depth & (depth - 1):
-                raise M.TierMoverConfigError(f"tier mover: depth must be a power of two >= 2, got {depth}")
-            if buf_lines < 1:
-                raise M.TierMoverConfigError(f"tier mover: buf_lines must be >= 1, got {buf_lines}")
-            if host_ops and (not isinstance(host_rsp_depth, int) or host_rsp_depth < 2
-                             or host_rsp_depth & (host_rsp_depth - 1)):
-                raise M.TierMoverConfigError(f"tier mover: host_rsp_depth must be a power of two >= 2, "
-                                             f"got {host_rsp_depth!r}")
-        except M.TierMoverConfigError:
-            self._MustUse__silence = True        # never built: no unused-elaboratable warning
-            raise
+            if require_int(self, "depth", depth, 2, error=err) & (depth - 1):
+                raise err(f"TierMover: depth must be a power of two >= 2, got {depth}")
+            require_int(self, "buf_lines", buf_lines, 1, error=err)
+            require_int(self, "counter_width", counter_width, 1, error=err)
+            require_bool(self, "host_ops", host_ops, error=err)
+            if host_ops and require_int(self, "host_rsp_depth", host_rsp_depth, 2, error=err) & (host_rsp_depth - 1):
+                raise err(f"TierMover: host_rsp_depth must be a power of two >= 2, got {host_rsp_depth}")
         self.depth, self.buf_lines, self.counter_width = depth, buf_lines, counter_width
-        self.host_ops = bool(host_ops)
+        self.host_ops = host_ops
         self.host_rsp_depth = host_rsp_depth if self.host_ops else 0
         self.max_reads = buf_lines + self.host_rsp_depth
         self.lay = lay = TierMoverLayouts(cfg, self.host_ops)

@@ -68,6 +68,14 @@ def bits_for(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
 
+#: the elaboration parameters' ranges (inclusive; None: no upper bound), refused outside by
+#: HdmGeometry and by the RTL's constructor. ``addr_width``: at most the 64-bit window registers
+#: (HDM_BASE, HDM_SIZE); 16 is the design's floor, the smallest width elaborated in the tests.
+#: ``hint_depth``: the age matrix grows as its square (64: 2,016 bits).
+GEOMETRY_BOUNDS = {"n_layers": (1, None), "n_kv_heads": (1, None), "n_positions": (2, None),
+                   "addr_width": (16, 64), "tag_width": (1, None), "hint_depth": (1, 64)}
+
+
 @dataclass(frozen=True)
 class HdmGeometry:
     """Elaboration parameters (the tracker's geometry, the address width, the hint queue)."""
@@ -79,14 +87,14 @@ class HdmGeometry:
     hint_depth: int = 8
 
     def __post_init__(self):
-        if self.n_layers < 1 or self.n_kv_heads < 1:
-            raise HdmError(f"n_layers and n_kv_heads must be >= 1, got {self.n_layers}, {self.n_kv_heads}")
-        if self.n_positions < 2 or self.n_positions & (self.n_positions - 1):
-            raise HdmError(f"n_positions must be a power of two >= 2 (the tracker's), got {self.n_positions}")
-        if not 16 <= self.addr_width <= 64:
-            raise HdmError(f"addr_width must be 16..64, got {self.addr_width}")
-        if not 1 <= self.hint_depth <= 64:
-            raise HdmError(f"hint_depth must be 1..64, got {self.hint_depth}")
+        for name, (lo, hi) in GEOMETRY_BOUNDS.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+                bound = f">= {lo}" if hi is None else f"in {lo} .. {hi}"
+                raise HdmError(f"HDM geometry: {name} must be an integer {bound}, got {v!r}")
+        if self.n_positions & (self.n_positions - 1):
+            raise HdmError(f"HDM geometry: n_positions must be a power of two >= 2 (the tracker's), "
+                           f"got {self.n_positions}")
 
     @property
     def lb(self):

@@ -90,7 +90,7 @@ class TierMoverConfig:
     def __post_init__(self):
         for name in ("n_queues", "n_positions", "frames_per_queue", "lines_per_entry", "line_bits"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise TierMoverConfigError(f"tier mover: {name} must be a positive integer, got {v!r}")
         if self.n_positions < 2 or self.n_positions & (self.n_positions - 1):
             raise TierMoverConfigError(f"tier mover: n_positions must be a power of two >= 2, got {self.n_positions}")

@@ -155,6 +155,105 @@ def pause_axil(master, rng: random.Random, valid_pause: float = 0.2, ready_pause
         ch.set_pause_generator(pauses(ready_pause))
 
 
+@dataclass
+class StreamViolation:
+    index: int          #: which checked cycle (the cycles that followed a stalled one, counted from 0)
+    cycle: int          #: the checker's cycle count (cycles out of reset)
+    held: int           #: the payload offered when the stall began
+    seen: object        #: the payload seen in this cycle, or "valid dropped"
+
+
+class StreamStability:
+    """The stream rule on one stream (docs: "holds its payload while valid and not ready"): in a
+    cycle that follows one with ``valid`` high and ``ready`` low, ``valid`` must still be high and
+    the payload must be the one offered when the stall began. The scoreboards see only the payload
+    that is taken; this sees one that changed, or a ``valid`` withdrawn, before the handshake.
+
+    Compares with the payload held since the stall's first cycle (not the previous cycle's), so one
+    wrong cycle is one violation. Fed a cycle at a time by :func:`watch_stability` (or by a bench
+    that samples every cycle itself). ``corrupt_at``: a negative test's hook, the payload seen in
+    that checked cycle is altered (bit 0) as a design changing it would, and must be the one
+    violation reported."""
+
+    def __init__(self, name: str, corrupt_at: int | None = None, keep: int = 20):
+        self.name = name
+        self.corrupt_at = corrupt_at
+        self.keep = keep
+        self.held = None            # the payload of the stall in progress (None: not stalled)
+        self.checked = 0            # cycles that followed a stalled cycle
+        self.stalled = 0            # cycles with valid high and ready low (backpressure coverage)
+        self.handshakes = 0
+        self.errors = 0
+        self.violations: list[StreamViolation] = []
+
+    def reset(self):
+        """The design is in reset: a stall in progress ends (reset may clear ``valid``)."""
+        self.held = None
+
+    def observe(self, cycle: int, valid: int, ready: int, payload: int):
+        if self.held is not None:
+            if self.checked == self.corrupt_at:
+                payload ^= 1
+            if not valid or payload != self.held:
+                self.errors += 1
+                if len(self.violations) < self.keep:
+                    self.violations.append(StreamViolation(self.checked, cycle, self.held,
+                                                           payload if valid else "valid dropped"))
+            self.checked += 1
+        if valid and not ready:
+            self.stalled += 1
+            if self.held is None:
+                self.held = payload
+        else:
+            self.held = None
+            self.handshakes += int(bool(valid))
+
+    def check(self):
+        if self.errors:
+            first = "; ".join(f"#{v.index} (cycle {v.cycle}): held {v.held:#x}, then "
+                              f"{v.seen if isinstance(v.seen, str) else hex(v.seen)}" for v in self.violations[:5])
+            raise AssertionError(f"{self.name}: {self.errors} stalled cycles broke the stream rule "
+                                 f"(payload changed or valid dropped before the handshake): {first}")
+
+    def assert_caught(self, indices, log=None):
+        """Negative-test check: exactly the violations at checked cycles ``indices``, and check() fails."""
+        got = [v.index for v in self.violations]
+        if self.errors != len(indices) or got != list(indices):
+            raise AssertionError(f"{self.name}: expected violations at {list(indices)}, saw {self.errors} at {got}")
+        import logging
+        must_fail(self.check, f"an unstable {self.name}", log or logging.getLogger(__name__),
+                  match="broke the stream rule")
+
+
+async def watch_stability(clk, port: StreamPort, checker: StreamStability, rst=None):
+    """Feed ``checker`` with ``port``'s valid, ready and payload every cycle, sampled in the ReadOnly
+    phase (what the design sees at the clock edge); cycles with ``rst`` high end any stall."""
+    from cocotb.triggers import ReadOnly, RisingEdge
+
+    cycle = 0
+    while True:
+        await ReadOnly()
+        if rst is not None and int(rst.value):
+            checker.reset()
+        else:
+            checker.observe(cycle, int(port.valid.value), int(port.ready.value), int(port.payload.value))
+            cycle += 1
+        await RisingEdge(clk)
+
+
+def watch_streams(dut, names, clk=None, rst=None) -> dict:
+    """A :class:`StreamStability` per stream of ``dut`` named in ``names``, each fed by its own
+    :func:`watch_stability` coroutine; returns them by name (check each at the end)."""
+    import cocotb
+
+    checkers = {}
+    for name in names:
+        checkers[name] = StreamStability(f"{name} stability")
+        cocotb.start_soon(watch_stability(clk if clk is not None else dut.clk, StreamPort(dut, name),
+                                          checkers[name], rst))
+    return checkers
+
+
 class ScoreboardError(AssertionError):
     pass
 

@@ -138,3 +138,36 @@ def test_assert_caught_one_wants_the_corruption_and_nothing_else():
         board([1, 2, 3], [1, 9]).assert_caught_one(index=1)
     with pytest.raises(AssertionError, match="expected exactly one mismatch, saw 0"):
         board([1, 2], [1, 2]).assert_caught_one()
+
+
+def test_stream_stability_flags_a_changed_payload_or_a_dropped_valid_while_stalled():
+    """The stream rule checker (tb/common.py StreamStability), cycle by cycle: a payload that changes,
+    or a valid that falls, in a cycle after one with valid high and ready low is a violation; the same
+    after a handshake, with ready high, or across a reset is not."""
+    import pytest
+
+    from cxlkv.tb.common import StreamStability
+
+    def feed(cycles, reset_at=()):
+        chk = StreamStability("s")
+        for t, (valid, ready, payload) in enumerate(cycles):
+            chk.reset() if t in reset_at else chk.observe(t, valid, ready, payload)
+        return chk
+    legal = [(1, 0, 5), (1, 0, 5), (1, 1, 5),      # held until taken
+             (1, 1, 6), (1, 1, 7), (0, 1, 9),      # a new payload every handshake; valid falls after one
+             (0, 0, 3), (1, 0, 4), (1, 0, 4), (1, 1, 4),   # valid rises with any payload; ready low without valid
+             (1, 0, 8), (0, 0, 0), (1, 0, 2)]     # a stall across a reset (index 11) ends there
+    ok = feed(legal, reset_at={11})
+    ok.check()
+    assert ok.errors == 0 and ok.stalled == 6 and ok.checked == 4 and ok.handshakes == 4
+    bad = feed([(1, 0, 5), (1, 0, 6), (1, 0, 5), (0, 0, 5), (1, 1, 1)])
+    assert [(v.index, v.seen) for v in bad.violations] == [(0, 6), (2, "valid dropped")]
+    bad.assert_caught([0, 2])
+    with pytest.raises(AssertionError, match="expected violations at \\[0\\], saw 2"):
+        bad.assert_caught([0])
+    with pytest.raises(AssertionError, match="2 stalled cycles broke the stream rule"):
+        bad.check()
+    planted = StreamStability("s", corrupt_at=1)        # the negative tests' hook: checked cycle 1 altered
+    for t, c in enumerate([(1, 0, 4), (1, 0, 4), (1, 0, 4), (1, 1, 4)]):
+        planted.observe(t, *c)
+    planted.assert_caught([1])

@@ -113,7 +113,10 @@ def test_reference_disagrees_with_a_wrong_order():
                                       (dict(depth=64, line_bits=8, addr_bits=5), "address bits"),
                                       (dict(depth=8, line_bits=8, max_reads=3), "max_reads"),
                                       (dict(depth=8, line_bits=8, latency_bits=0), "latency_bits"),
-                                      (dict(depth=2, line_bits=8, init=[1, 2, 3]), "initial")])
+                                      (dict(depth=2, line_bits=8, init=[1, 2, 3]), "initial"),
+                                      (dict(depth=True, line_bits=8), "depth"), (dict(depth=8, line_bits=8.0), "line_bits"),
+                                      (dict(depth=8, line_bits=8, addr_bits=4.0), "address bits"),
+                                      (dict(depth=8, line_bits=8, max_reads=True), "max_reads")])
 def test_parameter_errors(kw, match):
     with pytest.raises(CxlkvError, match=match):
         TierMemory(**kw)

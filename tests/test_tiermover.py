@@ -22,7 +22,7 @@ def fresh(cfg=CFG):
 
 @pytest.mark.parametrize("kw", [dict(n_positions=12), dict(n_positions=1), dict(n_queues=0),
                                 dict(lines_per_entry=0), dict(line_bits=-1), dict(frames_per_queue=32),
-                                dict(n_queues=2.5)])
+                                dict(n_queues=2.5), dict(n_queues=True)])
 def test_bad_geometry_is_a_clear_error(kw):
     with pytest.raises(CxlkvError, match="tier mover"):
         M.TierMoverConfig(**{**dict(n_queues=2, n_positions=16, frames_per_queue=2), **kw})

@@ -12,5 +12,10 @@ def _make_dut(**kw):
     return Hdm(**kw)
 
 
-#: The configurations the regression runs (one Verilator build each).
-BENCHES = [CocotbBench("hdm", _make_dut, "cxlkv.tb.hdm.test_hdm", PARAMS)]
+#: The same with a 1-deep hint queue: no age matrix (one slot has no order to keep), a
+#: sample hint arriving while one waits dropped (hint_drops).
+PARAMS_DEPTH1 = {**PARAMS, "hint_depth": 1}
+
+#: The configurations the regression runs (one Verilator build each; the small one builds in ~15 s).
+BENCHES = [CocotbBench("hdm", _make_dut, "cxlkv.tb.hdm.test_hdm", PARAMS),
+           CocotbBench("hdm", _make_dut, "cxlkv.tb.hdm.test_hdm", PARAMS_DEPTH1)]

@@ -5,7 +5,8 @@ applies them to the transaction-level model in acceptance order (a hint before a
 the same clock, the block's rule); the model's route records and tracker events go into two
 in-order scoreboards, which the ``route`` and ``event`` monitors feed with what the block sends.
 At the end of every phase the eleven counters, the step and the pending-hint count are
-compared with the model's. Every wait on the block is bounded by a cycle count: an input offered
+compared with the model's. Both outputs are held to the stream rule every cycle (payload and
+``valid`` kept while stalled: tb/common.py ``StreamStability``). Every wait on the block is bounded by a cycle count: an input offered
 and never taken fails after OFFER_MAX_WAIT cycles (tb/common.py) with an AssertionError naming the
 port (``access``, ``hint``), instead of waiting for the suite's time limit.
 
@@ -21,14 +22,14 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cxlkv.hdl.hdm import Hdm
 from cxlkv.models import hdm as M
 from cxlkv.models.trace import Trace, load_trace
-from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, StreamPort, drive_stream, env_int, params,
-                             report_metric, test_rng)
+from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, StreamPort, StreamStability, drive_stream,
+                             env_int, params, report_metric, test_rng, watch_stability)
 
 TRACES = __import__("pathlib").Path(__file__).resolve().parents[2] / "traces"
 
 
 class HdmEnv:
-    def __init__(self, dut, rng, cfg, corrupt_event_at=None, corrupt_route_at=None):
+    def __init__(self, dut, rng, cfg, corrupt_event_at=None, corrupt_route_at=None, corrupt_stall_at=None):
         self.dut, self.rng = dut, rng
         prm = params()
         self.geom = M.HdmGeometry(**prm)
@@ -51,6 +52,9 @@ class HdmEnv:
         self.first_accept = self.last_accept = None
         self.forwarded = 0               # reads that took the hint accepted in their own clock
         self.ev_ready_prob = self.rt_ready_prob = 1.0
+        # the stream rule on both outputs (their payload held while stalled), every cycle; the negative
+        # test's corrupt_stall_at alters one stalled cycle's payload as seen by each
+        self.stability = {n: StreamStability(f"hdm.{n} stability", corrupt_stall_at) for n in ("event", "route")}
 
     async def start(self):
         dut = self.dut
@@ -59,6 +63,8 @@ class HdmEnv:
         for s in (self.acc.valid, self.hint.valid, self.ev.ready, self.rt.ready):
             s.value = 0
         self.configure(self.cfg)
+        for port in (self.ev, self.rt):
+            cocotb.start_soon(watch_stability(dut.clk, port, self.stability[port.name], dut.rst))
         cocotb.start_soon(self._inputs())
         cocotb.start_soon(self._outputs())
         cocotb.start_soon(self._readies())
@@ -191,6 +197,8 @@ class HdmEnv:
     def finish(self):
         self.sb_rt.check()
         self.sb_ev.check()
+        for chk in self.stability.values():
+            chk.check()
 
 
 # ---- stimulus ----------------------------------------------------------------------------------
@@ -289,7 +297,7 @@ async def test_random(dut):
     step = 0
     for k, cfg in enumerate(cfgs):
         env.configure(cfg)
-        for _ in range(3):                 # the decode takes a new configuration in 2 clocks
+        for _ in range(3):                 # the decode takes a new configuration in 3 clocks
             await RisingEdge(dut.clk)
         env.ev_ready_prob, env.rt_ready_prob = ((0.5, 0.8), (1.0, 0.6), (0.7, 1.0), (1.0, 1.0))[k]
         acc, hints, step = random_traffic(rng, geom, cfg, n if k < 3 else n // 6, step)
@@ -312,6 +320,8 @@ async def test_random(dut):
     for name in M.COUNTER_NAMES:
         assert c[name] > 0, f"coverage: counter {name} never moved"
     assert env.forwarded > 0, "coverage: no read took the hint of its own clock"
+    for chk in env.stability.values():
+        assert chk.checked > 0, f"coverage: {chk.name}: the stream was never stalled"
     dut._log.info("random: %d accesses, %d events, %d cycles, %d same-clock hints",
                   c["accesses"], c["events"], env.cycles, env.forwarded)
 
@@ -359,13 +369,15 @@ async def test_replay_trace_line0(dut):
 
 @cocotb.test()
 async def test_scoreboard_catches_corruption(dut):
-    """Negative test, both scoreboards in one run: one flipped sample bit in the 100th predicted event
-    and one flipped tag bit in the 300th predicted route are reported, each by its own scoreboard, and
-    only they (with backpressure on both outputs, so the corruptions are caught under stalls too)."""
+    """Negative test, both scoreboards and both stream rule checkers in one run: one flipped sample bit
+    in the 100th predicted event and one flipped tag bit in the 300th predicted route are reported,
+    each by its own scoreboard, and only they (with backpressure on both outputs, so the corruptions
+    are caught under stalls too); the payload seen in the 25th checked stalled cycle of each output,
+    altered by one bit as a design changing it would, is the one violation each checker reports."""
     rng = test_rng()
     geom = M.HdmGeometry(**params())
     cfg = configs(geom)[0]
-    env = HdmEnv(dut, rng, cfg, corrupt_event_at=100, corrupt_route_at=300)
+    env = HdmEnv(dut, rng, cfg, corrupt_event_at=100, corrupt_route_at=300, corrupt_stall_at=25)
     env.ev_ready_prob, env.rt_ready_prob = 0.7, 0.7
     await env.start()
     acc, hints, _ = random_traffic(rng, geom, cfg, 1500)
@@ -374,6 +386,9 @@ async def test_scoreboard_catches_corruption(dut):
     for sb, index in ((env.sb_ev, 100), (env.sb_rt, 300)):
         assert not sb.expected, f"{sb.name}: {len(sb.expected)} predictions never arrived"
         sb.assert_caught_one(index=index, log=dut._log)
+    for chk in env.stability.values():
+        assert chk.checked > 25, f"{chk.name}: only {chk.checked} stalled cycles checked"
+        chk.assert_caught([25], log=dut._log)
 
 
 @cocotb.test()

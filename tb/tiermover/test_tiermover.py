@@ -15,7 +15,9 @@ the model predicts every line each port must carry. Scoreboards, all in order:
   frame before its fill, or a fill that read flash before the writeback, carries the wrong data.
 
 At the end the DRAM and flash models' contents equal the model's, and the counters equal the
-model's. The bench's host: after a write command's ``done`` it writes its lines into the frame;
+model's. Every output stream (``OUTPUTS``) is held to the stream rule every cycle (payload and
+``valid`` kept while stalled: tb/common.py ``StreamStability``), which the scoreboards, seeing only
+what is taken, cannot check. The bench's host: after a write command's ``done`` it writes its lines into the frame;
 it grants an eviction after a random latency; with ``dirty_from_host`` it first waits until every
 earlier command on the frame is done (it must have read the line to hold it dirty) and writes its
 dirty lines into the frame.
@@ -45,8 +47,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from cxlkv.hdl.tiermover import TierMoverLayouts
 from cxlkv.models import tiermover as M
-from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, ScoreboardError, StreamPort, drive_ready,
-                             drive_stream, env_int, must_fail, offer, params, report_metric, test_rng)
+from cxlkv.tb.common import (OFFER_MAX_WAIT, InOrderScoreboard, Packer, ScoreboardError, StreamPort, StreamStability,
+                             drive_ready, drive_stream, env_int, must_fail, offer, params, report_metric, test_rng,
+                             watch_stability, watch_streams)
 from cxlkv.tb.tiermover.memory import TierMemory
 
 
@@ -57,6 +60,9 @@ def config() -> M.TierMoverConfig:
 
 
 HOST = bool(params().get("host_ops", False))
+
+#: the block's output streams, each checked for the stream rule every cycle (``TierEnv.stability``)
+OUTPUTS = ("done", "evict_req", "dram_req", "flash_req") + (("host_rsp",) if HOST else ())
 
 
 class IntPacker:
@@ -402,12 +408,19 @@ class TierEnv:
         for x in res.flash_writes:
             self.sb["flash_write"].expect(x)
 
-    async def start(self):
+    async def start(self, first=None):
+        """Clock, reset, the memories, monitors and readies; then wait until ``busy`` falls. ``first``
+        (a Stimulus item): offered on ``cmd`` from reset on, and ``start`` returns in the first
+        cycle out of reset (busy) with it still offered, for the caller to watch."""
         dut = self.dut
         cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
         dut.rst.value = 1
         for s in (dut.cmd__valid, dut.done__ready, dut.evict_req__ready, dut.evict_grant__valid, dut.clear_status):
             s.value = 0
+        if first is not None:
+            self.cmd_port.payload.value = self.cmd_pack.pack(first["cmd"].as_dict())
+            self.cmd_port.valid.value = 1
+        self.stability = watch_streams(dut, OUTPUTS, rst=dut.rst)
         cocotb.start_soon(self.dram.run())
         cocotb.start_soon(self.flash.run())
         cocotb.start_soon(self._monitor())
@@ -422,6 +435,8 @@ class TierEnv:
         for _ in range(3):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
+        if first is not None:
+            return
         for _ in range(1000):             # busy: clearing the frame table, a cycle per frame
             if not int(dut.busy.value):
                 break
@@ -560,9 +575,12 @@ class TierEnv:
         raise AssertionError(f"tier mover did not drain: {self.done_count} of {self.n_expected} done")
 
     def check(self, *, counters=True, scoreboards=True):
-        """Every scoreboard (``scoreboards``: the negative test checks its own), the ``done`` order, the
-        memories' contents and (``counters``) the counters against the model."""
+        """Every scoreboard (``scoreboards``: the negative test checks its own), the stream rule on every
+        output, the ``done`` order, the memories' contents and (``counters``) the counters against the
+        model."""
         assert not self.early_done, f"done before all of the command's traffic: {self.early_done[:2]}"
+        for chk in self.stability.values():
+            chk.check()
         if self.host and scoreboards:
             self.addr_sb.check()
         for sb in self.sb.values() if scoreboards else ():
@@ -612,6 +630,9 @@ async def test_random(dut):
                   int(dut.stall_cycles.value), int(dut.mem_wait_cycles.value), env.ereq_stalls)
     missing = [k for k, v in stim.cover.items() if v == 0]
     assert not missing, f"coverage bins not hit: {missing}"
+    unstalled = [n for n, chk in env.stability.items() if not chk.checked]
+    assert not unstalled, f"coverage: the stream rule was never exercised on {unstalled} (never stalled)"
+    dut._log.info("stream rule: %s", {n: (chk.stalled, chk.handshakes) for n, chk in env.stability.items()})
     for k, v in stim.cover.items():
         report_metric(f"tiermover.coverage.{k}", v, "commands", {"commands": len(items)})
 
@@ -697,6 +718,77 @@ async def test_protocol_errors(dut):
     assert int(dut.grant_unexpected.value) == 1 and int(dut.grant_mismatch.value) == 2
 
 
+async def _offer_through_busy(env, item, unstable=False):
+    """``item`` offered on ``cmd`` from reset on (``env.start(first=item)``), watched every cycle until
+    it is taken: returns (cycles busy, cycles cmd.ready was high while busy). ``unstable``: the bench
+    breaks the stream rule while ``cmd`` waits (payload changed in the second busy cycle, valid
+    withdrawn in the third), then offers ``item`` again once busy has fallen."""
+    dut, cmd = env.dut, env.cmd_port
+    await env.start(first=item)
+    busy = ready_while_busy = 0
+    word = env.cmd_pack.pack(item["cmd"].as_dict())
+    for t in range(1000):
+        await ReadOnly()
+        was_busy = int(dut.busy.value)
+        if was_busy:
+            busy += 1
+            ready_while_busy += int(cmd.ready.value)
+        taken = int(cmd.valid.value) and int(cmd.ready.value)
+        await RisingEdge(dut.clk)
+        if taken:
+            cmd.valid.value = 0
+            return busy, ready_while_busy
+        if unstable and t == 0:
+            cmd.payload.value = word ^ 1                 # another command, while the first waits
+        elif unstable and t == 1:
+            cmd.valid.value = 0                          # withdrawn before it was taken
+        elif unstable and not was_busy:
+            cmd.payload.value, cmd.valid.value = word, 1
+    raise AssertionError(f"cmd not taken in 1000 cycles after reset ({busy} busy)")
+
+
+@cocotb.test()
+async def test_command_offered_while_busy(dut):
+    """A command offered from reset on, through the frame table's clearing: cmd.ready stays low while
+    busy (one cycle per frame, so nothing is taken into a table still being cleared), the command is
+    taken in the first cycle after, and it and the commands behind it run as the model predicts."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng, host=HOST)
+    items = [stim.add(M.Command(0, 3, 0, inserted=1, **({"host": 1, "line": 0} if HOST else {})))]
+    items += [stim.next() for _ in range(40)]
+    env = TierEnv(dut, stim, rng)
+    env.expect(items)
+    busy, ready_while_busy = await _offer_through_busy(env, items[0])
+    assert busy == cfg.n_frames, f"busy for {busy} cycles, not one per frame ({cfg.n_frames})"
+    assert ready_while_busy == 0, f"cmd.ready high in {ready_while_busy} of the {busy} busy cycles"
+    assert env.accepted == 1 and env.first_accept == busy + 1, (env.accepted, env.first_accept)
+    await env.drive(items[1:])
+    await env.drain()
+    env.check()
+    assert int(dut.stall_cycles.value) == env.cmd_stalls >= busy     # the busy cycles count as stalls
+
+
+@cocotb.test()
+async def test_stream_rule_check_catches_an_unstable_stream(dut):
+    """Negative test of the stream rule checker (tb/common.py StreamStability), here on cmd, which the
+    bench drives: while cmd waits for busy to fall, the bench changes its payload, then withdraws it.
+    The checker reports exactly those two cycles; the output streams' checkers, the same code, report
+    nothing, and the command, offered again, runs as the model predicts."""
+    rng = test_rng()
+    cfg = config()
+    stim = Stimulus(cfg, rng, host=HOST)
+    items = [stim.add(M.Command(0, 3, 0, inserted=1))]
+    env = TierEnv(dut, stim, rng)
+    env.expect(items)
+    cmd_rule = StreamStability("cmd stability")
+    cocotb.start_soon(watch_stability(dut.clk, env.cmd_port, cmd_rule, dut.rst))
+    await _offer_through_busy(env, items[0], unstable=True)
+    await env.drain()
+    env.check()
+    cmd_rule.assert_caught([0, 1], log=dut._log)          # cmd changed at #0, withdrawn at #1
+
+
 #: a corruption per scoreboard: one field of one predicted item, by one bit
 CORRUPT = {"done": lambda x: {**x, "position": x["position"] ^ 1},
            "evict_req": lambda x: {**x, "position": x["position"] ^ 1},
@@ -710,7 +802,9 @@ async def test_scoreboard_catches_corruption(dut):
     """Negative test, every scoreboard in one run: one predicted item of each is corrupted (the middle
     one: done, evict_req, DRAM reads, DRAM writes' data, flash reads, flash writes' data; with host_ops:
     done, evict_req, a host read's data on host_rsp, and the data of one write to the line written most
-    in the per-line scoreboard), and each scoreboard reports exactly its one. Outputs see backpressure."""
+    in the per-line scoreboard), and each scoreboard reports exactly its one. Outputs see backpressure.
+    Then the end-of-run checks: one line of the model's DRAM, one of its flash and one counter altered
+    (one at a time) must each fail check(), naming it."""
     rng = test_rng()
     cfg = config()
     stim = Stimulus(cfg, rng, p_bad=0.0, p_bypass=0.0, host=HOST)
@@ -741,6 +835,23 @@ async def test_scoreboard_catches_corruption(dut):
     if HOST:
         env.addr_sb.assert_caught_one(key, line_at, dut._log)
     env.check(scoreboards=False)         # and the rest holds: done order, contents, counters
+
+    # the end-of-run comparisons can fail too: the model's DRAM line, flash line and counter
+    # altered, one at a time; each must be named, then the run checks clean again
+    model = stim.model
+
+    def end_of_run():
+        env.check(scoreboards=False)
+    for mem, tier in ((model.dram, "DRAM"), (model.flash, "flash")):
+        addr = min(mem)
+        mem[addr] ^= 1
+        must_fail(end_of_run, f"one {tier} line altered", dut._log,
+                  match=rf"{tier} content differs from the model at 1 lines, first \[{addr}\]")
+        mem[addr] ^= 1
+    model.counters["lines_to_dram"] += 1
+    must_fail(end_of_run, "one counter altered", dut._log, match=r"counters \{.*\} != model")
+    model.counters["lines_to_dram"] -= 1
+    end_of_run()
 
 
 @cocotb.test(skip=not HOST)
