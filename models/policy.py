@@ -1340,7 +1340,8 @@ def replay(trace: Trace, policy: str, entries: int, *, params: PolicyParams | No
     maxpos = int(trace.pos.max()) if n else 0
     if maxpos > MAX_POSITION:
         i = int(np.flatnonzero(trace.pos > MAX_POSITION)[0])
-        raise CxlkvError(f"position {maxpos} (event {i}) is beyond the simulator's limit {MAX_POSITION}")
+        raise CxlkvError(f"key 'pos', event {i}: position {int(trace.pos[i])} is beyond the simulator's limit "
+                         f"{MAX_POSITION}")
     trace.check_queue_state("the policy simulator")
     nq = trace.n_queues
     qcounts = np.zeros((nq, N_QCOUNTS), np.int64)

@@ -133,14 +133,16 @@ def _validate_arrays(path, arrays: dict, n_layers: int, n_kv_heads: int) -> dict
         ("score", out["score"] < 0, "score is negative"),
         ("score", (out["op"] == OP_WRITE) & (out["score"] != 0), "a write's score must be 0"),
     )
-    for key, bad, message in checks:
-        if bad.any():
-            i = _first(bad)
-            raise TraceFormatError(path, key, f"{message}: {out[key][i]!r}", i)
+    # the earliest bad event in the file, whichever rule it breaks (ties: the order above)
+    found = [(_first(bad), k, key, f"{message}: {out[key][_first(bad)].item()!r}")
+             for k, (key, bad, message) in enumerate(checks) if bad.any()]
     dec = np.diff(out["step"].astype(np.int64)) < 0
     if dec.any():
         i = _first(dec) + 1
-        raise TraceFormatError(path, "step", f"step decreases ({out['step'][i - 1]} -> {out['step'][i]})", i)
+        found.append((i, len(checks), "step", f"step decreases ({out['step'][i - 1]} -> {out['step'][i]})"))
+    if found:
+        i, _, key, message = min(found)
+        raise TraceFormatError(path, key, message, i)
     return out
 
 

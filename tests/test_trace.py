@@ -69,6 +69,26 @@ def test_malformed_trace_is_refused_naming_key_and_event(tmp_path, mutate, key, 
         assert f"event {index}" in str(exc.value)
 
 
+def test_the_earliest_bad_event_is_named_whichever_rule_it_breaks(tmp_path):
+    # a NaN score at event 2 and a layer out of range at event 4: event 2 is named (the key order
+    # of the checks used to name the layer first); the value is shown as a number, not a numpy repr
+    a = _arrays()
+    a["score"] = np.array([0, 0, np.nan, 0.25, 1.0, 0], np.float32)
+    a["layer"] = np.array([0, 1, 0, 1, 5, 1], np.uint16)
+    with pytest.raises(TraceFormatError) as exc:
+        load_trace(_write(tmp_path / "two.npz", a))
+    assert (exc.value.key, exc.value.index) == ("score", 2)
+    assert "score is not finite (NaN or Inf): nan" in str(exc.value) and "np." not in str(exc.value)
+    a["step"] = np.array([0, 1, 0, 1, 2, 2], np.int32)       # now a decreasing step at event 2 ties:
+    with pytest.raises(TraceFormatError) as exc:              # the rules' order decides (score first)
+        load_trace(_write(tmp_path / "three.npz", a))
+    assert (exc.value.key, exc.value.index) == ("score", 2)
+    a["score"] = np.array([0, 0, 0.5, 0.25, 1.0, 0], np.float32)
+    with pytest.raises(TraceFormatError) as exc:
+        load_trace(_write(tmp_path / "four.npz", a))
+    assert (exc.value.key, exc.value.index) == ("step", 2)
+
+
 @pytest.mark.parametrize("content", [b"", b"hello, not a zip", b"PK\x03\x04garbage"])
 def test_not_an_npz_is_refused(tmp_path, content):
     """Named as what it is, not with numpy's advice to load a pickle unsafely."""
