@@ -18,9 +18,9 @@ Ports, per field of the table (``<register>_<field>``, lower case):
   ``rdata``/``err`` on the following cycle.
 * ``irq``: ``(IRQ_STATUS & IRQ_ENABLE) != 0``.
 
-One transaction at a time: a write needs AW and W together; B follows 3
-cycles after the handshake (the range check and the address decode have a cycle
-of their own), R after 4 (the decode, then the read mux in two registered
+One transaction at a time: a write needs AW and W together; B follows 4
+cycles after the handshake (the range check and the address decode, the write
+enable registered, the update: docs/regs.md), R after 4 (the decode, then the read mux in two registered
 stages; for 125 MHz on the ECP5); 4 also for an external read (the strobe
 follows the decode), and a write to an external register has B after 4.
 """

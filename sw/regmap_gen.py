@@ -117,12 +117,24 @@ def render_doc(regs, mems) -> str:
     return "\n".join(out) + "\n"
 
 
+#: what the C header's user must know that PeakRDL's text does not say
+HEADER_PREAMBLE = """\
+// cxlkv register map: generated from hdl/regs.rdl by `make regmap` (sw/regmap_gen.py); do not edit.
+// Needs C11 or C++11 (static_assert); the register struct uses GCC/Clang's packed attribute.
+// 64-bit counters: read the low word first, then the high word: the low word's read latches the
+// high word (one latch per counter, docs/regs.md). A single 64-bit access through the struct
+// member is split by the bus in an order C does not fix: read counters as two 32-bit words.
+"""
+
+
 def render_header(top) -> str:
     from peakrdl_cheader.exporter import CHeaderExporter
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cxlkv_regs.h"
-        CHeaderExporter().export(top, str(path))
-        return path.read_text()
+        # reuse_typedefs=False: each counter gets a macro named after it (CXLKV_REGS__READS__...),
+        # not after a hash of its shared type's description
+        CHeaderExporter().export(top, str(path), reuse_typedefs=False)
+        return HEADER_PREAMBLE + path.read_text()
 
 
 def generate() -> dict[Path, str]:
