@@ -7,11 +7,22 @@ import argparse
 import math
 
 
+#: the longest number text taken: far beyond any value a setting has, and short of Python's limit of
+#: 4300 decimal digits, past which merely printing the value in a range error would fail
+MAX_NUMBER_TEXT = 64
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
 def _int(text: str, base: int) -> int:
     try:
+        if len(text) > MAX_NUMBER_TEXT:
+            raise ValueError
         return int(text, base)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+        raise argparse.ArgumentTypeError(f"'{_short(text)}' is not an integer") from None
 
 
 def _at_least(text: str, base: int, lo: int, rule: str) -> int:
@@ -39,9 +50,11 @@ def address(text: str) -> int:
 def positive_float(text: str) -> float:
     """A finite number > 0 (a clock in MHz)."""
     try:
+        if len(text) > MAX_NUMBER_TEXT:
+            raise ValueError
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        raise argparse.ArgumentTypeError(f"'{_short(text)}' is not a number") from None
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return v
@@ -68,6 +81,9 @@ def name_values(items, option: str, *, valid=None, noun: str = "name", strings=(
         if name in strings:
             out[name] = value
             continue
+        if len(value) > MAX_NUMBER_TEXT:
+            raise CxlkvError(f"bad {option} {name}=: a value of {len(value)} characters is not a number "
+                             f"(at most {MAX_NUMBER_TEXT})")
         if name.rpartition(":")[2] in numbers:
             try:
                 out[name] = float(value)

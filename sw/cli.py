@@ -42,8 +42,13 @@ def main(argv=None):
     except CxlkvError as exc:
         print(f"cxlkv: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        # a --build or an input too large for this machine: say so in one line, not a traceback
+        print("cxlkv: error: out of memory (a --build geometry, tier size or trace too large for this "
+              "machine?)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        return 130
+        return 130                              # 128 + SIGINT, as a shell reports it; nothing printed
     except BrokenPipeError:
         return 0
 

@@ -105,9 +105,11 @@ def _note_no_tracker(build):
     import inspect
     import sys
 
-    from cxlkv.models.controller import ONCHIP_MAX_WORDS, ControllerModel, tracker_placement
+    from cxlkv.models.controller import ONCHIP_MAX_WORDS, ControllerModel, check_geometry, tracker_placement
     p = {k: v.default for k, v in inspect.signature(ControllerModel).parameters.items()} | build
     try:
+        # a geometry no build takes gets the build's refusal, not a note first
+        check_geometry(p["n_layers"], p["n_kv_heads"], p["entries_log2"], p["bitags"])
         queues, positions = p["n_layers"] * p["n_kv_heads"], 1 << p["entries_log2"]
         if p["tracker"] != "auto" or tracker_placement("auto", queues, positions) != "none":
             return

@@ -40,6 +40,9 @@ def _reg(name):
 COUNTERS = tuple(r.name for r in regmap.REGISTERS if r.words == 2)
 
 #: `configure()` keyword -> (register, field)
+#: registers whose values the tracker's slots and deadline-bucket ring must hold (Device._check_ring)
+RING_REGS = {"QUEUE_BUDGET", "TLN_R", "TLN_D", "HW_BUCKET"}
+
 CONFIG_FIELDS = {
     "alpha": ("ALPHA", "value"), "tau": ("TAU", "value"),
     "prefetch_window": ("PREFETCH", "window"), "prefetch_trigger": ("PREFETCH", "trigger"),
@@ -192,8 +195,33 @@ class Device:
                 raise ConfigError("; ".join(f"this device has no {cap} block (CAPS.{cap} = 0), so "
                                             f"{', '.join(keys)} would have no effect" for cap, keys in absent.items())
                                   + "; nothing was written")
+        if by_reg.keys() & RING_REGS:
+            await self._check_ring(by_reg)
         for reg, fields in by_reg.items():
             await self._write_checked(reg, fields)
+
+    async def _check_ring(self, by_reg: dict):
+        """A QUEUE_BUDGET above the tracker's slots, or TLN_R/TLN_D/HW_BUCKET needing more deadline
+        buckets than its ring has, would hold the device's events (STATUS.ring_error): refused before
+        anything is written, with replay's messages (docs/controller.md)."""
+        from cxlkv.models.controller import buckets_needed
+        if not (await self.read_fields("CAPS"))["tracker"]:
+            return
+        now = {}
+        for reg, field in (("QUEUE_BUDGET", "entries"), ("TLN_R", "value"), ("TLN_D", "value"), ("HW_BUCKET", "bits")):
+            now[reg] = by_reg.get(reg, {}).get(field)
+            if now[reg] is None:
+                now[reg] = (await self.read_fields(reg))[field]
+        hw_ring = await self.read_fields("HW_RING")
+        slots, ring = 1 << hw_ring["slots_log2"], 1 << hw_ring["buckets_log2"]
+        if now["QUEUE_BUDGET"] > slots:
+            raise ConfigError(f"queue_budget = {now['QUEUE_BUDGET']}: the device's tracker runs at most {slots} "
+                              f"entries per queue (HW_RING.slots_log2); nothing was written")
+        need = buckets_needed(now["TLN_R"], now["TLN_D"], now["HW_BUCKET"])
+        if need > ring:
+            raise ConfigError(f"tln_r = {now['TLN_R']}, tln_d = {now['TLN_D']} and bucket_bits = {now['HW_BUCKET']} "
+                              f"need {need} deadline buckets per queue; the device's ring has {ring} (HW_RING): "
+                              f"nothing was written")
 
     async def config(self) -> dict:
         out = {}

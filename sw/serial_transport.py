@@ -153,9 +153,15 @@ class BridgeTransport(Transport):
         raise AssertionError("unreachable")
 
 
+#: baud rates the host side takes: below 300 a resynchronisation's silence lasts tens of seconds
+#: (it outlasts the longest answer), above 12 Mbaud no USB UART goes (the FT231X's limit is 3 Mbaud)
+BAUD_RANGE = (300, 12_000_000)
+
+
 def _check_baud(baud) -> None:
-    if isinstance(baud, bool) or not isinstance(baud, int) or baud < 1:
-        raise TransportError(f"baud rate {baud!r}: a positive integer is needed")
+    lo, hi = BAUD_RANGE
+    if isinstance(baud, bool) or not isinstance(baud, int) or not lo <= baud <= hi:
+        raise TransportError(f"baud rate {baud!r}: an integer in {lo} .. {hi} is needed")
 
 
 #: the longest answer the bridge sends: a full event batch's decisions (10 bit times a byte)
@@ -216,8 +222,16 @@ class SerialTransport(BridgeTransport):
         return buf
 
     async def _quiet(self):
+        import serial
+        try:
+            from termios import error as port_gone          # what pyserial's flush raises on POSIX
+        except ImportError:
+            port_gone = OSError
         time.sleep(quiet_seconds(self.baud))
-        self.ser.reset_input_buffer()
+        try:
+            self.ser.reset_input_buffer()
+        except (serial.SerialException, OSError, port_gone) as exc:    # e.g. a USB cable pulled
+            raise TransportError(f"{self.port}: the port went away ({exc})") from None
 
     async def _first_contact(self):
         if not self._checked:

@@ -149,8 +149,11 @@ class Transport(abc.ABC):
         """The error for the ``events`` or ``accesses`` stream this transport cannot drive (``lines``
         has its own message)."""
         what = {"events": "access events", "accesses": "HDM accesses"}[stream]
+        # who can: events reach the tracker's event port over sim, model and serial (the board's
+        # bridge takes event batches); HDM accesses only over sim and model
+        who = "sim, model or serial" if stream == "events" else "sim or model"
         return TransportError(f"the {self.name} transport cannot inject {what}: on hardware they come "
-                              "from CXL.mem traffic (use --transport sim or model)")
+                              f"from CXL.mem traffic (use --transport {who})")
 
     async def events(self, records):
         """Stream access events (a numpy array of EVENT_DTYPE) into the device's event port;
@@ -311,7 +314,7 @@ class MmioTransport(Transport):
         try:
             self.map = mmap.mmap(self.fd, self.base + size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
                                  offset=offset - self.base)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, OverflowError) as exc:   # OverflowError: an offset beyond C long
             os.close(self.fd)
             raise TransportError(f"{path}: cannot map {size} bytes at {offset:#x} (is the file or BAR that "
                                  f"large?): {exc}") from None

@@ -87,6 +87,55 @@ def test_mmio_offsets_within_a_page_and_bad_paths(tmp_path):
         MmioTransport(str(tmp_path))
     with pytest.raises(TransportError, match="is the file or BAR that large"):
         MmioTransport(str(path), offset=8192)
+    with pytest.raises(TransportError, match="is the file or BAR that large"):
+        MmioTransport(str(path), offset=0x8000000000000000)     # beyond a C long: OverflowError inside
+
+
+def test_serial_baud_rates_outside_what_a_uart_goes_are_refused():
+    # 1 baud would wait 54 minutes to resynchronise; 4e9 overflowed inside pyserial
+    for baud in (1, 299, 12_000_001, 4_000_000_000):
+        with pytest.raises(TransportError, match=r"an integer in 300 \.\. 12000000"):
+            SerialTransport("/dev/null", baud)
+
+
+def test_a_port_that_goes_away_is_a_clear_error():
+    # pyserial's flush raises termios.error when a USB UART is unplugged mid-replay
+    import asyncio
+    import termios
+
+    class Gone:
+        def reset_input_buffer(self):
+            raise termios.error(5, "Input/output error")
+
+    t = SerialTransport.__new__(SerialTransport)
+    t.port, t.baud, t.ser = "/dev/ttyUSB9", 3_000_000, Gone()
+    with pytest.raises(TransportError, match="/dev/ttyUSB9: the port went away"):
+        asyncio.run(t._quiet())
+
+
+@pytest.mark.parametrize("argv", [
+    ["ctl", "config", "alpha=0x" + "f" * 4000],
+    ["ctl", "--build", "n_layers=0x" + "f" * 4000, "info"],
+    ["ctl", "--transport", "mmio", "--device", "x", "--offset", "1" * 5000, "info"],
+])
+def test_numbers_too_long_to_print_are_refused_as_numbers(capsys, argv):
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:                                  # argparse's own refusal
+        code = exc.code
+    assert code == 2
+    err = _err(capsys)
+    assert "not an integer" in err or "is not a number" in err
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    from cxlkv.sw import cli_ctl
+
+    def huge(args):
+        raise MemoryError
+    monkeypatch.setattr(cli_ctl, "run", huge)
+    assert cli.main(["ctl", "info"]) == 2
+    assert "cxlkv: error: out of memory" in _err(capsys)
 
 
 def test_bisnoop_scenario_that_is_not_text(tmp_path, capsys):

@@ -262,7 +262,10 @@ def test_ring_error_holds_events(sim, kind):
     assert dev.read_fields("HW_RING")["buckets_log2"] == 7
     dev.configure(enable=1)
     assert dev.status()["ring_error"] == 0
-    dev.configure(tln_d=20000)                 # (4095 * 20000 >> 16 >> 3) + 2 = 158 > 128
+    with pytest.raises(ConfigError, match="need 158 deadline buckets per queue; the device's ring has 128"):
+        dev.configure(tln_d=20000)             # (4095 * 20000 >> 16 >> 3) + 2 = 158 > 128: the driver refuses
+    assert dev.config()["tln_d"] != 20000      # nothing written
+    dev.write_fields("TLN_D", value=20000)     # past the driver's check: the device holds its events
     assert dev.status()["ring_error"] == 1 and dev.status()["cfg_error"] == 1
     rec = np.zeros(2, EVENT_DTYPE)
     with pytest.raises(EventPortError, match="stalled after 0 of 2"):
@@ -585,7 +588,10 @@ def test_budget_beyond_the_slots_is_flagged_and_refused():
     t = ModelTransport(**PARAMS, max_budget=16)
     dev = _device(t)
     assert dev.read_fields("HW_RING") == {"buckets_log2": 7, "slots_log2": 4}
-    dev.configure(enable=1, queue_budget=17)
+    with pytest.raises(ConfigError, match="queue_budget = 17: the device's tracker runs at most 16 entries"):
+        dev.configure(enable=1, queue_budget=17)
+    dev.configure(enable=1)
+    dev.write_fields("QUEUE_BUDGET", entries=17)            # past the driver's check
     assert dev.status()["ring_error"] == 1
     with pytest.raises(EventPortError, match="stalled"):
         asyncio.run(t.events(np.zeros(1, EVENT_DTYPE)))
