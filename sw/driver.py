@@ -451,9 +451,9 @@ async def _replay(dev: Device, trace, entries, overrides, via="events"):
 
     # disabled: the tracker and its memories are held cleared; configure; enable; clear counters
     await dev.write_fields("CONTROL", enable=0)
+    for reg, fields in by_reg.items():      # the hw registers first (checked above): configure()'s
+        await dev._write_checked(reg, fields)  # ring check then sees this replay's constants
     await dev.configure(alpha=alpha, tau=tau, queue_budget=int(entries), pin_first=params.hw_pinned)
-    for reg, fields in by_reg.items():
-        await dev._write_checked(reg, fields)
     if has_prefetch:        # exact mode, drop mode, no rate limit: the simulator's order
         await dev.write_fields("PREFETCH", window=params.window, trigger=trigger_all, overflow_stall=0,
                                rate_issues=0, exact=1, decode_only=0)
