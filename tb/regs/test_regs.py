@@ -443,7 +443,9 @@ async def test_driver_over_axil(dut):
     await env.set_input(geometry, geometry.field("n_layers"), 4)
     await env.set_input(geometry, geometry.field("n_kv_heads"), 2)
     geometry2 = regmap.BY_NAME["GEOMETRY2"]
-    await env.set_input(geometry2, geometry2.field("entries_log2"), 10)   # the driver refuses a geometry of none
+    # the driver refuses a geometry no controller has: no positions, no BI-snoop tag
+    await env.set_input(geometry2, geometry2.field("entries_log2"), 10)
+    await env.set_input(geometry2, geometry2.field("bitags"), 16)
     await env.set_input(reads, reads.fields[0], 123456789012)
     caps = regmap.BY_NAME["CAPS"]
     await env.set_input(caps, caps.field("tracker"), 1)              # the driver takes alpha and tau then
