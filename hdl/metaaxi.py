@@ -114,12 +114,13 @@ class MetaAxiMaster(wiring.Component):
         r_bad_beat = ax.rvalid & ((outstanding_r == 0) | ~ax.rlast)
         m.d.comb += [
             self.meta_rd_data.valid.eq(r_ok_beat),
-            self.meta_rd_data.payload.eq(Mux(ax.rresp.any(), 0, ax.rdata)),
+            # SLVERR / DECERR (RRESP[1]) read as 0, as models/metaaxi.read_data: EXOKAY is no error
+            self.meta_rd_data.payload.eq(Mux(ax.rresp[1], 0, ax.rdata)),
             ax.rready.eq(self.meta_rd_data.ready | r_bad_beat),
         ]
         r_fire = r_ok_beat & self.meta_rd_data.ready
-        bump(self.rd_errors, r_fire & ax.rresp.any())
-        bump(self.protocol_errors, ax.rvalid & r_bad_beat)
+        bump(self.rd_errors, r_fire & ax.rresp[1])
+        r_stray = ax.rvalid & r_bad_beat            # counted below with a stray B of the same cycle
         m.d.sync += outstanding_r.eq(outstanding_r + ar_fire - r_fire)
 
         # -- writes: AW and W of one write may be accepted in different cycles
@@ -148,8 +149,11 @@ class MetaAxiMaster(wiring.Component):
         # -- B: retire the oldest write in flight
         b_ok = ax.bvalid & (p_wp != p_rp)
         m.d.comb += ax.bready.eq(1)
-        bump(self.wr_errors, b_ok & ax.bresp.any())
-        bump(self.protocol_errors, ax.bvalid & (p_wp == p_rp))
+        bump(self.wr_errors, b_ok & ax.bresp[1])
+        b_stray = ax.bvalid & (p_wp == p_rp)
+        # a stray R and a stray B in one cycle are two errors (two bumps would keep only the last)
+        with m.If(r_stray | b_stray):
+            m.d.sync += self.protocol_errors.eq(self.protocol_errors + r_stray + b_stray)
 
         set_v = Signal(P)
         clr_v = Signal(P)

@@ -120,6 +120,21 @@ async def _beat(dut, prefix, **fields):
     getattr(dut, f"m_axi__{prefix}valid").value = 0
 
 
+async def _beats_together(dut, **channels):
+    """One beat on each named channel (``b``, ``r``) in the same cycle; both taken (the master's
+    BREADY is 1 and a stray R is always taken)."""
+    for prefix, fields in channels.items():
+        for k, v in fields.items():
+            getattr(dut, f"m_axi__{prefix}{k}").value = v
+        getattr(dut, f"m_axi__{prefix}valid").value = 1
+    await ReadOnly()
+    took = {p: int(getattr(dut, f"m_axi__{p}ready").value) for p in channels}
+    await RisingEdge(dut.clk)
+    for prefix in channels:
+        getattr(dut, f"m_axi__{prefix}valid").value = 0
+    assert all(took.values()), f"not taken in the same cycle: {took}"
+
+
 @cocotb.test()
 async def test_read_after_pending_write_is_held(dut):
     """A write's B withheld: a read of the same word waits (raw_holds counts), another word's
@@ -231,9 +246,19 @@ async def test_error_and_protocol_responses(dut):
     await RisingEdge(dut.clk)
     await _beat(dut, "r", id=0, data=0x77, resp=M.RESP_OKAY, last=1)
     await RisingEdge(dut.clk)
+    # EXOKAY is not an error (the model's read_data): the data arrives, nothing is counted
+    assert await env.tracker_read(11) == 0
+    env.rd_sb.expect(M.read_data(0x55AA, M.RESP_EXOKAY))
+    await _beat(dut, "r", id=0, data=0x55AA, resp=M.RESP_EXOKAY, last=1)
+    await RisingEdge(dut.clk)
     env.rd_sb.check()
     assert int(dut.rd_errors.value) == 1 and int(dut.wr_errors.value) == 1
     assert int(dut.protocol_errors.value) == 3
+    # a stray B and a stray R in the same cycle are two protocol errors (one of two bumps of the
+    # counter in a cycle was lost before, found by review on 2026-12-02)
+    await _beats_together(dut, b=dict(id=0, resp=M.RESP_OKAY), r=dict(id=0, data=3, resp=M.RESP_OKAY, last=1))
+    await ReadOnly()
+    assert int(dut.protocol_errors.value) == 5
 
 
 @cocotb.test()
@@ -308,7 +333,7 @@ class Axi4Slave:
                 env.rd_sb.expect(expected)
                 self.r_q.append((self.cycle + rng.randint(*self.r_delay), self.mem[word], resp))
                 self.reads += 1
-                self.rd_errors += resp != M.RESP_OKAY
+                self.rd_errors += resp in (M.RESP_SLVERR, M.RESP_DECERR)
                 self.issued += 1
             if v("m_axi__awvalid") and v("m_axi__awready"):
                 self.aw_q.append(self.word(v("m_axi__awaddr")))
