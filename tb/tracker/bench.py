@@ -3,7 +3,7 @@
 * ``tracker.events_per_cycle``: cocotb on Verilator (test_throughput): events accepted per clock
   with the decision output always ready and a metadata memory that never stalls and answers in
   the next cycle, on the whole mixed 2 x 2 trace of the bench; ``..._mem_latency_8``: the same
-  with read data 8 cycles after the request (what 16 events in flight hide).
+  with read data 8 cycles after the request (what the default 32 events in flight hide).
 * ``tracker.records_per_cycle_prefetch_w2``: the same with ``hw``'s prefetch on every read
   (W = 2): each event followed by the rule's prefetch inserts, streamed without waiting for
   decisions; records (events + inserts) accepted per clock, decisions equal to policy.replay.
@@ -70,7 +70,7 @@ def measure():
     from cxlkv.tb.tracker import BENCHES
     out = []
     n = os.environ.get("CXLKV_THROUGHPUT_EVENTS", "20000")
-    # one event per clock with next-cycle memory; and with 8-cycle read latency (16 in flight)
+    # one event per clock with next-cycle memory; and with 8-cycle read latency (32 in flight)
     for latency in (1, 8):
         res = run(BENCHES[0], testcase="test_throughput",
                   env={"CXLKV_THROUGHPUT_EVENTS": n, "CXLKV_MEM_LATENCY": str(latency)})

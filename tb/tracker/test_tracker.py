@@ -32,7 +32,7 @@ from cxlkv.tb.tracker.memory import SplitChannelMemory
 #: data, output backpressure) are bursts of a few cycles; the reset sweep has its own bound.
 STALL_CYCLES = 20_000
 
-#: Reset sweeps every slot and bucket; no geometry of the benches takes this long.
+#: The reset sweep clears one word per queue per cycle; no geometry of the benches takes this long.
 RESET_CYCLES = 200_000
 
 
