@@ -159,7 +159,7 @@ def pause_axil(master, rng: random.Random, valid_pause: float = 0.2, ready_pause
 class StreamViolation:
     index: int          #: which checked cycle (the cycles that followed a stalled one, counted from 0)
     cycle: int          #: the checker's cycle count (cycles out of reset)
-    held: int           #: the payload offered when the stall began
+    held: object        #: the payload offered when the stall began (an int, or a tuple of fields)
     seen: object        #: the payload seen in this cycle, or "valid dropped"
 
 
@@ -171,8 +171,9 @@ class StreamStability:
 
     Compares with the payload held since the stall's first cycle (not the previous cycle's), so one
     wrong cycle is one violation. Fed a cycle at a time by :func:`watch_stability` (or by a bench
-    that samples every cycle itself). ``corrupt_at``: a negative test's hook, the payload seen in
-    that checked cycle is altered (bit 0) as a design changing it would, and must be the one
+    that samples every cycle itself). A payload is an int (the stream's bits) or a tuple of its
+    fields. ``corrupt_at``: a negative test's hook, the payload seen in that checked cycle is altered
+    (bit 0, of the first field for a tuple) as a design changing it would, and must be the one
     violation reported."""
 
     def __init__(self, name: str, corrupt_at: int | None = None, keep: int = 20):
@@ -193,7 +194,7 @@ class StreamStability:
     def observe(self, cycle: int, valid: int, ready: int, payload: int):
         if self.held is not None:
             if self.checked == self.corrupt_at:
-                payload ^= 1
+                payload = (payload[0] ^ 1,) + tuple(payload[1:]) if isinstance(payload, tuple) else payload ^ 1
             if not valid or payload != self.held:
                 self.errors += 1
                 if len(self.violations) < self.keep:
@@ -210,10 +211,16 @@ class StreamStability:
 
     def check(self):
         if self.errors:
-            first = "; ".join(f"#{v.index} (cycle {v.cycle}): held {v.held:#x}, then "
-                              f"{v.seen if isinstance(v.seen, str) else hex(v.seen)}" for v in self.violations[:5])
+            def shown(v):
+                return hex(v) if isinstance(v, int) else str(v)
+            first = "; ".join(f"#{v.index} (cycle {v.cycle}): held {shown(v.held)}, then {shown(v.seen)}"
+                              for v in self.violations[:5])
             raise AssertionError(f"{self.name}: {self.errors} stalled cycles broke the stream rule "
                                  f"(payload changed or valid dropped before the handshake): {first}")
+
+    def assert_caught_one(self, index, log=None):
+        """Negative-test check: exactly one violation, at checked cycle ``index``, and check() fails."""
+        self.assert_caught([index], log)
 
     def assert_caught(self, indices, log=None):
         """Negative-test check: exactly the violations at checked cycles ``indices``, and check() fails."""

@@ -18,7 +18,6 @@ mover that completes fetches after a random latency, out of order.
 Environment: CXLKV_EVENTS (accesses of the random test, default 6000), CXLKV_SEED.
 """
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import cocotb
 from cocotb.clock import Clock
@@ -27,7 +26,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cxlkv.hdl.prefetch import (access_layout, answer_layout, completion_layout, fetch_layout, insert_layout,
                                 lookup_layout)
 from cxlkv.models import prefetch as M
-from cxlkv.tb.common import InOrderScoreboard, Packer, env_int, params, report_metric, test_rng
+from cxlkv.tb.common import InOrderScoreboard, Packer, StreamStability, env_int, params, report_metric, test_rng
 
 CAPACITY = 6
 
@@ -52,74 +51,6 @@ class Tracker:
             s.popitem(last=False)
         s[p] = True
         return False
-
-
-@dataclass
-class StallViolation:
-    index: int          #: which checked cycle (the cycles that followed a stalled one, counted from 0)
-    cycle: int
-    held: tuple         #: the payload offered when the stall began
-    seen: object        #: the payload seen in this cycle, or "valid dropped"
-
-
-class StallMonitor:
-    """The stream rule on one output: in a cycle that follows one with valid high and ready low,
-    valid must still be high and the payload must be the one offered when the stall began.
-
-    Compares with the payload held since the stall's first cycle (not with the previous cycle's), so
-    one wrong cycle is one violation. ``corrupt_at`` is a
-    negative test's hook: the payload seen in that checked cycle is altered (its first field) as a
-    DUT changing it would, and must be the one violation reported.
-    """
-
-    def __init__(self, name, corrupt_at=None, keep=20):
-        self.name = name
-        self.corrupt_at = corrupt_at
-        self.keep = keep
-        self.held = None            # the payload of the stall in progress (None: not stalled)
-        self.checked = 0            # cycles that followed a stalled cycle
-        self.stalled = 0            # cycles with valid high and ready low (backpressure coverage)
-        self.handshakes = 0
-        self.errors = 0
-        self.violations = []
-
-    def observe(self, cycle, valid, ready, payload):
-        if self.held is not None:
-            if self.checked == self.corrupt_at:
-                payload = (payload[0] ^ 1,) + tuple(payload[1:])
-            if not valid or payload != self.held:
-                self.errors += 1
-                if len(self.violations) < self.keep:
-                    self.violations.append(StallViolation(self.checked, cycle, self.held,
-                                                          payload if valid else "valid dropped"))
-            self.checked += 1
-        if valid and not ready:
-            self.stalled += 1
-            if self.held is None:
-                self.held = payload
-        else:
-            self.held = None
-            self.handshakes += int(bool(valid))
-
-    def check(self):
-        if self.errors:
-            first = "; ".join(f"#{v.index} (cycle {v.cycle}): held {v.held}, then {v.seen}"
-                              for v in self.violations[:5])
-            raise AssertionError(f"{self.name}: {self.errors} stalled cycles broke the stream rule "
-                                 f"(payload changed or valid dropped before the handshake): {first}")
-
-    def assert_caught_one(self, index, log=None):
-        """Negative-test check: exactly one violation, at checked cycle ``index``, and check() fails."""
-        if self.errors != 1 or self.violations[0].index != index:
-            raise AssertionError(f"{self.name}: expected exactly one violation at #{index}, saw {self.errors}"
-                                 f"{' at #%d' % self.violations[0].index if self.violations else ''}")
-        try:
-            self.check()
-        except AssertionError as exc:
-            if log is not None:
-                log.info("stall monitor failed as it must: %s", str(exc)[:200])
-        else:
-            raise AssertionError(f"{self.name}: check() passed despite a corrupted payload")
 
 
 class PrefetchEnv:
@@ -147,9 +78,9 @@ class PrefetchEnv:
         self.corrupt_ins_at = corrupt_ins_at
         self.corrupt_cycle_at = corrupt_cycle_at
         # the tag included: a completion that frees a lower tag while fetch is stalled must not change it
-        self.stall_fetch = StallMonitor("prefetch.fetch stall", corrupt_stall_at)
-        self.stall_ins = StallMonitor("prefetch.insert stall", corrupt_stall_at)
-        self.stall_chk = StallMonitor("prefetch.lookup stall", corrupt_stall_at)
+        self.stall_fetch = StreamStability("prefetch.fetch stall", corrupt_stall_at)
+        self.stall_ins = StreamStability("prefetch.insert stall", corrupt_stall_at)
+        self.stall_chk = StreamStability("prefetch.lookup stall", corrupt_stall_at)
         self.acc_gaps = 0                # cycles with accesses left to offer and acc.valid low
         self.tracker = Tracker()
         self.pending = None              # the access being offered: (queue, pos, write)
