@@ -16,13 +16,18 @@ def _short(text: str) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
-def _int(text: str, base: int) -> int:
+def _parse(text: str, convert, noun: str):
+    """``convert(text)``, or argparse's error naming ``noun``; a text over MAX_NUMBER_TEXT is none."""
     try:
         if len(text) > MAX_NUMBER_TEXT:
             raise ValueError
-        return int(text, base)
+        return convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{_short(text)}' is not an integer") from None
+        raise argparse.ArgumentTypeError(f"'{_short(text)}' is not {noun}") from None
+
+
+def _int(text: str, base: int) -> int:
+    return _parse(text, lambda t: int(t, base), "an integer")
 
 
 def _at_least(text: str, base: int, lo: int, rule: str) -> int:
@@ -49,12 +54,7 @@ def address(text: str) -> int:
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (a clock in MHz)."""
-    try:
-        if len(text) > MAX_NUMBER_TEXT:
-            raise ValueError
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{_short(text)}' is not a number") from None
+    v = _parse(text, float, "a number")
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return v
